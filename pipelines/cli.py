@@ -1,0 +1,16 @@
+"""The `commops` command: `commops service ...` administers the local service,
+`commops sync` runs the nightly job in-process, `commops demo` does both end to end."""
+
+from __future__ import annotations
+
+import click
+
+from service.cli import service
+
+
+@click.group()
+def main() -> None:
+    """commops-sync: the Commercial Operations Service sync."""
+
+
+main.add_command(service)

@@ -1,0 +1,1 @@
+"""The Commercial Operations Service: the spec's HTTP API, runnable locally."""
