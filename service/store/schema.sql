@@ -194,6 +194,8 @@ CREATE TABLE IF NOT EXISTS signals (
     updated_at         TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS signals_org_published ON signals (org_id, published_at, id);
+CREATE INDEX IF NOT EXISTS signals_org_fetched ON signals (org_id, fetched_at, id);
+CREATE INDEX IF NOT EXISTS signals_org_read ON signals (org_id, is_read);
 
 CREATE TABLE IF NOT EXISTS signal_products (
     signal_id    TEXT NOT NULL REFERENCES signals(id),
@@ -214,3 +216,63 @@ CREATE TABLE IF NOT EXISTS webhook_events (
     created_at   TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS webhook_events_org ON webhook_events (org_id, seq);
+
+-- ===== Webhooks: registrations, deliveries and attempts (owned by service/store/webhooks.py) =====
+-- A delivery is one event for one webhook; emit() fans events out into deliveries in the
+-- transaction of the change. Delivery status: pending (due at next_attempt_at), held (the
+-- webhook is disabled or failed; resumes on reactivation), delivered, failed (retries
+-- exhausted), cancelled (webhook deleted).
+CREATE TABLE IF NOT EXISTS webhooks (
+    id                   TEXT PRIMARY KEY,    -- wh_...
+    org_id               TEXT NOT NULL REFERENCES organizations(id),
+    url                  TEXT NOT NULL,
+    events               TEXT NOT NULL,       -- JSON array of event names
+    secret               TEXT NOT NULL,       -- HMAC key; returned only by the create response
+    enabled              INTEGER NOT NULL DEFAULT 1,
+    status               TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'failed')),
+    failed_at            TEXT,
+    failure_reason       TEXT,
+    notify_pending       INTEGER NOT NULL DEFAULT 0,  -- a failure email is owed for the current episode
+    notified_at          TEXT,
+    created_at           TEXT NOT NULL,
+    updated_at           TEXT NOT NULL,
+    deleted_at           TEXT
+);
+CREATE INDEX IF NOT EXISTS webhooks_org ON webhooks (org_id, created_at, id);
+
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    id                TEXT PRIMARY KEY,       -- whd_...
+    webhook_id        TEXT NOT NULL REFERENCES webhooks(id),
+    org_id            TEXT NOT NULL,
+    event_seq         INTEGER REFERENCES webhook_events(seq),  -- NULL for test deliveries
+    event_id          TEXT NOT NULL,          -- wh_evt_..., also the webhook-id header
+    event             TEXT NOT NULL,
+    test_payload      BLOB,                   -- the body of a test delivery (not in the outbox)
+    status            TEXT NOT NULL CHECK (status IN ('pending', 'held', 'delivered', 'failed', 'cancelled')),
+    attempts          INTEGER NOT NULL DEFAULT 0,  -- all attempts ever made (numbering of the log)
+    failures          INTEGER NOT NULL DEFAULT 0,  -- failed attempts in the current retry schedule
+    next_attempt_at   TEXT,
+    lease_owner       TEXT,
+    lease_until       TEXT,
+    last_status_code  INTEGER,
+    last_error        TEXT,
+    created_at        TEXT NOT NULL,
+    updated_at        TEXT NOT NULL,
+    delivered_at      TEXT
+);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (status, webhook_id, next_attempt_at);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_webhook ON webhook_deliveries (webhook_id, created_at, id);
+
+CREATE TABLE IF NOT EXISTS webhook_attempts (
+    id                INTEGER PRIMARY KEY AUTOINCREMENT,
+    delivery_id       TEXT NOT NULL REFERENCES webhook_deliveries(id),
+    webhook_id        TEXT NOT NULL,
+    number            INTEGER NOT NULL,       -- 1 = first attempt, 2 = first retry, ...
+    started_at        TEXT NOT NULL,
+    status_code       INTEGER,
+    error             TEXT,
+    latency_ms        REAL NOT NULL,
+    response_excerpt  TEXT
+);
+CREATE INDEX IF NOT EXISTS webhook_attempts_delivery ON webhook_attempts (delivery_id, number);
+-- ===== end of webhooks =====

@@ -1,0 +1,92 @@
+"""What every router uses: the database, JSON responses, bodies, documented errors."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, TypeVar
+
+from fastapi import Request
+from pydantic import BaseModel, ValidationError
+from starlette.responses import Response
+
+from service.errors import ApiError, from_validation_errors
+from service.routes import schemas
+from service.settings import ServiceSettings
+
+M = TypeVar("M", bound=BaseModel)
+
+# Request body models declared with request_body(); the app puts them in the OpenAPI components.
+BODY_MODELS: dict[str, type[BaseModel]] = {}
+
+
+def db(request: Request) -> sqlite3.Connection:
+    return request.app.state.pool.get()
+
+
+def settings(request: Request) -> ServiceSettings:
+    return request.app.state.settings
+
+
+def json_response(body: dict[str, Any], status: int = 200) -> Response:
+    return Response(json.dumps(body, separators=(",", ":")), status_code=status, media_type="application/json")
+
+
+def list_response(items: list[dict[str, Any]], meta: dict[str, Any]) -> Response:
+    return json_response({"data": items, "meta": meta})
+
+
+def drift(request: Request, item: dict[str, Any], nested: dict[str, Any] | None = None) -> dict[str, Any]:
+    """With extra_fields on, add unknown fields (schema drift) to an item in place."""
+    if settings(request).extra_fields:
+        item["x_added_field"] = "drift"
+        if nested is not None:
+            nested["x_geo"] = {"lat": 0.0, "lon": 0.0}
+    return item
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    """The JSON body validated against `model`; 415/400 envelopes otherwise."""
+    content_type = request.headers.get("content-type", "")
+    media_type = content_type.split(";")[0].strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        raise ApiError(415, "unsupported_media_type",
+                       f"Send the body as JSON with Content-Type: application/json (got {content_type or 'none'})",
+                       {"content_type": content_type})
+    raw = await request.body()
+    if not raw.strip():
+        raise ApiError(400, "invalid_request", "The request body is empty; send a JSON object",
+                       {"field": "body", "reason": "missing"})
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise from_validation_errors(exc.errors(include_url=False)) from None
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI responses for the error statuses an operation can answer."""
+    texts = {
+        400: "Invalid parameters or body (invalid_request, invalid_json)",
+        401: "Missing, unknown or revoked API key (unauthorized)",
+        403: "The key lacks the operation's scope (insufficient_scope)",
+        404: "No such resource in the organization (not_found)",
+        409: "A KOL with this email already exists (duplicate_email)",
+        415: "The body is not sent as application/json (unsupported_media_type)",
+        429: "Rate limit (rate_limited) or plan KOL limit (kol_limit_reached) exceeded",
+        500: "Internal error (internal_error); reveals nothing",
+    }
+    out: dict[int | str, dict[str, Any]] = {}
+    for status in (*statuses, 401, 429, 500):
+        out[status] = {"model": schemas.ErrorEnvelope, "description": texts[status]}
+    return out
+
+
+def request_body(model: type[BaseModel]) -> dict[str, Any]:
+    """openapi_extra declaring `model` as the JSON request body (hoisted into components by app)."""
+    BODY_MODELS[model.__name__] = model
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}},
+        },
+    }

@@ -1,0 +1,109 @@
+"""SQL building blocks shared by the list queries: filters, deterministic order, paging.
+
+Lists page with LIMIT/OFFSET over an index that covers (org_id, [is_archived,] sort
+column, id): the inner query walks the index only and picks the page's rowids, the
+outer query reads those rows. Ties on the sort column are broken by id in the same
+direction, so paging a quiet dataset never repeats or skips a row.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Where:
+    clauses: list[str] = field(default_factory=list)
+    params: list[Any] = field(default_factory=list)
+
+    def add(self, clause: str, *params: Any) -> None:
+        self.clauses.append(clause)
+        self.params.extend(params)
+
+    def any_of(self, column: str, values: Sequence[str] | None) -> None:
+        """column IN (values), when values are given."""
+        if values:
+            self.add(f"{column} IN (SELECT value FROM json_each(?))", json.dumps(list(values)))
+
+    def json_array_has_any(self, column: str, values: Sequence[str] | None) -> None:
+        """The JSON array in column holds at least one of values."""
+        if values:
+            self.add(
+                f"EXISTS (SELECT 1 FROM json_each({column}) j WHERE j.value IN (SELECT value FROM json_each(?)))",
+                json.dumps(list(values)),
+            )
+
+    def search(self, columns: Sequence[str], text: str | None) -> None:
+        """Case-insensitive substring match in any of columns (LIKE, % and _ escaped)."""
+        if text:
+            pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            self.add("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in columns) + ")", *([pattern] * len(columns)))
+
+    def sql(self) -> str:
+        return " AND ".join(self.clauses) if self.clauses else "1"
+
+
+def page_rows(
+    conn: sqlite3.Connection,
+    table: str,
+    columns: str,
+    where: Where,
+    sort_column: str,
+    order: str,
+    page: int,
+    per_page: int,
+    alias_join: str = "",
+) -> list[sqlite3.Row]:
+    """Rows of one page, ordered by (sort_column, id) in `order`.
+
+    Deep pages: the last (sort value, id) of every page served is remembered while no
+    write has committed (see _cache); a later page then seeks to the nearest known
+    boundary through the index and skips only the rows after it, so walking all pages
+    costs about the same per page instead of growing with the offset."""
+    direction = "DESC" if order == "desc" else "ASC"
+    offset = (page - 1) * per_page
+    boundaries = _cache(conn).setdefault(("pages", table, where.sql(), tuple(where.params), sort_column, order), {})
+    start = max((b for b in boundaries if b <= offset), default=0) if boundaries else 0
+    seek, params = where.sql(), list(where.params)
+    if start:
+        seek += f" AND ({sort_column}, id) {'<' if direction == 'DESC' else '>'} (?, ?)"
+        params += list(boundaries[start])
+    sql = (
+        f"SELECT {columns} FROM {table} {alias_join} WHERE {table}.rowid IN ("
+        f"SELECT rowid FROM {table} WHERE {seek} ORDER BY {sort_column} {direction}, id {direction} LIMIT ? OFFSET ?"
+        f") ORDER BY {table}.{sort_column} {direction}, {table}.id {direction}"
+    )
+    rows = conn.execute(sql, [*params, per_page, offset - start]).fetchall()
+    if rows and len(boundaries) < _MAX_BOUNDARIES:
+        boundaries[offset + len(rows)] = (rows[-1][sort_column], rows[-1]["id"])
+    return rows
+
+
+# Per-connection memo of counts and page boundaries, valid while no connection has
+# committed since it was filled: data_version moves when another connection commits,
+# total_changes when this one writes. Paging a quiet dataset then counts once and
+# seeks instead of skipping; any write starts afresh.
+_MAX_BOUNDARIES = 20_000
+_memo: dict[int, tuple[sqlite3.Connection, tuple[int, int], dict[tuple, Any]]] = {}
+
+
+def _cache(conn: sqlite3.Connection) -> dict[tuple, Any]:
+    token = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+    owner, cached_token, cache = _memo.get(id(conn), (None, None, {}))
+    if owner is not conn or cached_token != token or len(cache) > 256:
+        cache = {}
+        _memo[id(conn)] = (conn, token, cache)
+    return cache
+
+
+def count(conn: sqlite3.Connection, table: str, where: Where) -> int:
+    sql = f"SELECT count(*) FROM {table} WHERE {where.sql()}"
+    cache = _cache(conn)
+    key = ("count", sql, tuple(where.params))
+    if key not in cache:
+        cache[key] = conn.execute(sql, where.params).fetchone()[0]
+    return cache[key]

@@ -1,0 +1,114 @@
+"""Per-organization request limits with a one-second window."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from service import admin
+from service.ratelimit import RateLimiter
+from service.server import ServiceServer
+from service.settings import ServiceSettings
+from tests.service.conftest import bearer, error_of
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    db = tmp_path_factory.mktemp("limits") / "service.db"
+    starter = admin.create_org(db, "Starter Co", "starter")
+    pro = admin.create_org(db, "Pro Co", "professional")
+    keys = {"starter": admin.create_key(db, starter, "all"), "professional": admin.create_key(db, pro, "all")}
+    with ServiceServer(ServiceSettings(db=db, rate_window_seconds=1)) as running:
+        yield running, keys
+
+
+def burst_until_429(client: httpx.Client, limit: int) -> tuple[httpx.Response, list[httpx.Response]]:
+    responses: list[httpx.Response] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        response = client.get("/products")
+        responses.append(response)
+        if response.status_code == 429:
+            return response, responses
+        assert len(responses) < limit * 20, "never rate limited"
+    raise AssertionError("no 429 before the deadline")
+
+
+def test_headers_count_down_within_a_window(limited):
+    server, keys = limited
+    with httpx.Client(base_url=server.base_url, headers=bearer(keys["professional"])) as client:
+        first = client.get("/products")
+        second = client.get("/products")
+    assert first.headers["x-ratelimit-limit"] == "300"
+    if first.headers["x-ratelimit-reset"] == second.headers["x-ratelimit-reset"]:
+        assert int(second.headers["x-ratelimit-remaining"]) == int(first.headers["x-ratelimit-remaining"]) - 1
+    reset = int(first.headers["x-ratelimit-reset"])
+    assert time.time() - 1 <= reset <= time.time() + 2  # epoch seconds of the 1 s window's end
+
+
+def test_exceeding_the_plan_rate_is_429_with_retry_after_and_recovers_after_reset(limited):
+    server, keys = limited
+    with httpx.Client(base_url=server.base_url, headers=bearer(keys["starter"])) as client:
+        rejected, responses = burst_until_429(client, 60)
+        details = error_of(rejected, 429, "rate_limited")
+        assert details["limit"] == 60
+        assert int(rejected.headers["retry-after"]) >= 1
+        assert rejected.headers["x-ratelimit-remaining"] == "0"
+        window = rejected.headers["x-ratelimit-reset"]
+        accepted_in_window = [r for r in responses if r.status_code == 200 and r.headers["x-ratelimit-reset"] == window]
+        assert len(accepted_in_window) == 60
+        # another organization has its own counter
+        other = httpx.get(f"{server.base_url}/products", headers=bearer(keys["professional"]))
+        assert other.status_code == 200
+        deadline = time.monotonic() + 5
+        while time.time() < int(window) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.get("/products").status_code == 200
+
+
+def test_error_responses_carry_the_headers_too(limited):
+    server, keys = limited
+    for response in (httpx.get(f"{server.base_url}/kols/kol_missing", headers=bearer(keys["professional"])),
+                     httpx.get(f"{server.base_url}/products", params={"page": "0"},
+                               headers=bearer(keys["professional"])),
+                     httpx.get(f"{server.base_url}/products")):
+        assert response.status_code in (400, 401, 404)
+        assert {"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"} <= set(response.headers)
+
+
+class FakeClock:
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_day_limit_applies_after_the_minute_resets():
+    clock = FakeClock(1_000_000.0)
+    limiter = RateLimiter(minute_seconds=60, day_seconds=86_400, clock=clock)
+    for minute in range(167):  # 60 per minute; 10,000 per day
+        clock.now = 86_400 * 12 + minute * 60
+        for _ in range(60):
+            if not limiter.hit("org", "starter").allowed:
+                break
+    clock.now += 60
+    decision = limiter.hit("org", "starter")
+    assert not decision.allowed and decision.remaining == 0
+    assert decision.retry_after > 60  # until the day window ends, not the minute
+
+
+def test_disabled_limits_never_reject_and_never_report_an_exhausted_window():
+    limiter = RateLimiter(minute_seconds=60, day_seconds=86_400, enforce=False, clock=FakeClock(0.0))
+    decisions = [limiter.hit("org", "starter") for _ in range(100)]
+    assert all(d.allowed for d in decisions) and decisions[-1].remaining == 60
+
+
+def test_enterprise_has_no_day_limit():
+    clock = FakeClock(0.0)
+    limiter = RateLimiter(minute_seconds=60, day_seconds=86_400, clock=clock)
+    for minute in range(200):  # 200,000 requests in one day
+        clock.now = minute * 60.0
+        assert all(limiter.hit("org", "enterprise").allowed for _ in range(1_000))
