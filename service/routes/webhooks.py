@@ -1,0 +1,507 @@
+"""Webhook endpoints (4.8) plus the attempt log and redelivery.
+
+Scopes: the spec has no webhook scope. A webhook pushes the data of the events it
+subscribes to, so managing one needs the read scope of each event group involved
+(kol.* kols:read, event.* events:read, campaign.* campaigns:read, signal.* signals:read).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import sqlite3
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import httpx
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from starlette.responses import Response
+
+from commops_spec.constants import EVENTS
+from service import auth
+from service.errors import ApiError, invalid, not_found
+from service.routes import schemas
+from service.routes.common import errors, read_body, request_body
+from service.routes.query import Param, page_params, parse
+from service.store import webhooks as store
+from service.store.db import new_id, to_iso, transaction
+from service.webhooks.attempt import attempt, make_client
+from service.webhooks.config import WebhookConfig
+from service.webhooks.safety import is_public
+from service.webhooks.samples import sample_payload
+from service.webhooks.signing import generate_secret
+
+router = APIRouter()
+
+EVENT_GROUP_SCOPES = {
+    "kol": "kols:read",
+    "event": "events:read",
+    "campaign": "campaigns:read",
+    "signal": "signals:read",
+}
+DELIVERY_STATUSES = ("pending", "held", "delivered", "failed", "cancelled")
+DELIVERY_PARAMS = [
+    Param("status", "choices", "Delivery statuses, comma-separated.", DELIVERY_STATUSES),
+    Param("event", "choice", "Only deliveries of this event name.", EVENTS),
+    *page_params(),
+]
+MIN_SECRET_LENGTH = 16
+MAX_SECRET_LENGTH = 256
+MAX_URL_LENGTH = 2048
+
+
+Url = Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_LENGTH)]
+# Validated by _valid_events (so a 400 can list every unknown name); the enum is for the document.
+EventName = Annotated[
+    str, StringConstraints(min_length=1, max_length=100), Field(json_schema_extra={"enum": list(EVENTS)})
+]
+EventList = Annotated[list[EventName], Field(max_length=100, description="event names of part 6; at least one")]
+
+
+class CreateWebhook(BaseModel):
+    """Body of POST /v1/webhooks. Without a secret, a 256-bit one is generated (shown once)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    url: Url = Field(description="http:// or https:// URL receiving the POSTs")
+    events: EventList
+    secret: Annotated[str, StringConstraints(max_length=MAX_SECRET_LENGTH)] | None = Field(
+        None, description=f"signing secret, {MIN_SECRET_LENGTH} to {MAX_SECRET_LENGTH} characters"
+    )
+
+
+class UpdateWebhook(BaseModel):
+    """Body of PATCH /v1/webhooks/{id}: events and/or enabled."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    events: EventList | None = None
+    enabled: bool | None = None
+
+
+class TestEvent(BaseModel):
+    """Body of POST /v1/webhooks/{id}/test."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    event: EventName
+
+
+class RedeliverSince(BaseModel):
+    """Body of POST /v1/webhooks/{id}/redeliver: failed deliveries created at or after `since`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    since: datetime
+
+
+# ---------------------------------------------------------------- response shapes (OpenAPI only)
+
+DeliveryStatus = Literal["pending", "held", "delivered", "failed", "cancelled"]
+
+
+class WebhookOut(BaseModel):
+    id: str = Field(description="wh_...")
+    url: str
+    events: list[str]
+    enabled: bool
+    status: Literal["active", "failed"] = Field(description="failed once a delivery exhausted its retries")
+    failed_at: str | None
+    failure_reason: str | None
+    created_at: str
+    updated_at: str
+
+
+class WebhookCreatedOut(WebhookOut):
+    secret: str = Field(description="the signing secret; returned by this response only")
+
+
+class WebhookCreated(BaseModel):
+    data: WebhookCreatedOut
+
+
+class WebhookResponse(BaseModel):
+    data: WebhookOut
+
+
+class WebhookList(BaseModel):
+    data: list[WebhookOut]
+    meta: schemas.ListMeta
+
+
+class DeletedOut(BaseModel):
+    id: str
+    deleted: bool
+
+
+class WebhookDeleted(BaseModel):
+    data: DeletedOut
+
+
+class TestOutcome(BaseModel):
+    delivery_id: str
+    event_id: str = Field(description="wh_evt_... of the sample payload, also the webhook-id header")
+    event: str
+    success: bool = Field(description="true for a 2xx answer")
+    status_code: int | None = Field(description="the receiver's status; null on timeout or connection error")
+    latency_ms: float
+    attempt: int
+    error: str | None
+    response_excerpt: str | None = Field(description="the first 1,024 characters of the receiver's answer")
+
+
+class TestOutcomeResponse(BaseModel):
+    data: TestOutcome
+
+
+class AttemptOut(BaseModel):
+    attempt: int = Field(description="1 = first attempt, 2 = first retry, ...")
+    started_at: str
+    status_code: int | None
+    error: str | None
+    latency_ms: float
+    response_excerpt: str | None
+
+
+class DeliveryOut(BaseModel):
+    id: str = Field(description="whd_...")
+    webhook_id: str
+    event_id: str
+    event: str
+    test: bool
+    status: DeliveryStatus
+    attempt_count: int
+    next_attempt_at: str | None
+    last_status_code: int | None
+    last_error: str | None
+    created_at: str
+    updated_at: str
+    delivered_at: str | None
+    attempts: list[AttemptOut]
+
+
+class DeliveryResponse(BaseModel):
+    data: DeliveryOut
+
+
+class DeliveryList(BaseModel):
+    data: list[DeliveryOut]
+    meta: schemas.ListMeta
+
+
+class RequeuedOut(BaseModel):
+    webhook: WebhookOut
+    requeued: int
+
+
+class RequeuedResponse(BaseModel):
+    data: RequeuedOut
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    documented = errors(*(status for status in statuses if status != 409))
+    if 409 in statuses:
+        documented[409] = {
+            "model": schemas.ErrorEnvelope,
+            "description": "The delivery is still queued or is a test (not_redeliverable)",
+        }
+    return documented
+
+
+def query_doc(params: list[Param]) -> dict[str, Any]:
+    return {"parameters": [param.openapi() for param in params]}
+
+
+# ---------------------------------------------------------------- endpoints
+
+
+@router.post(
+    "/v1/webhooks",
+    status_code=201,
+    response_model=WebhookCreated,
+    responses=_errors(400, 403, 415),
+    openapi_extra=request_body(CreateWebhook),
+)
+async def create_webhook(request: Request) -> Response:
+    body = await read_body(request, CreateWebhook)
+    return await run_in_threadpool(_create, request, body)
+
+
+def _create(request: Request, body: CreateWebhook) -> Response:
+    events = _valid_events(body.events)
+    caller = _require_event_scopes(request, events)
+    url = _valid_url(body.url, _config(request))
+    secret = _valid_secret(body.secret) if body.secret is not None else generate_secret()
+    conn = _conn(request)
+    with transaction(conn):
+        created = store.create_webhook(conn, caller.org_id, url, events, secret)
+    # The only time the secret leaves the service.
+    return _json({"data": {**created, "secret": secret}}, 201)
+
+
+@router.get(
+    "/v1/webhooks", response_model=WebhookList, responses=_errors(400, 403), openapi_extra=query_doc(page_params())
+)
+def list_webhooks(request: Request) -> Response:
+    """The webhooks whose events the key may read (all of them for a key with every read scope)."""
+    caller = auth.principal(request)
+    if not caller.scopes & set(EVENT_GROUP_SCOPES.values()):
+        _require_event_scopes(request, ["kol.created"])
+    paging = parse(request, page_params())
+    page_number, size = paging["page"], paging["per_page"]
+    webhooks = store.list_webhooks(_conn(request), caller.org_id)
+    visible = [webhook for webhook in webhooks if _scopes_for(webhook["events"]) <= caller.scopes]
+    items = visible[(page_number - 1) * size : page_number * size]
+    return _json({"data": items, "meta": {"page": page_number, "per_page": size, "total": len(visible)}})
+
+
+@router.patch(
+    "/v1/webhooks/{webhook_id}",
+    response_model=WebhookResponse,
+    responses=_errors(400, 403, 404, 415),
+    openapi_extra=request_body(UpdateWebhook),
+)
+async def update_webhook(request: Request, webhook_id: str) -> Response:
+    body = await read_body(request, UpdateWebhook)
+    return await run_in_threadpool(_update, request, webhook_id, body)
+
+
+def _update(request: Request, webhook_id: str, body: UpdateWebhook) -> Response:
+    if body.events is None and body.enabled is None:
+        raise invalid("body", "missing", "Send events and/or enabled")
+    events = _valid_events(body.events) if body.events is not None else None
+    caller, _ = _owned_webhook(request, webhook_id, extra_events=events or ())
+    conn = _conn(request)
+    with transaction(conn):
+        updated = store.update_webhook(conn, caller.org_id, webhook_id, events=events, enabled=body.enabled)
+    return _json({"data": updated})
+
+
+@router.delete("/v1/webhooks/{webhook_id}", response_model=WebhookDeleted, responses=_errors(403, 404))
+def delete_webhook(request: Request, webhook_id: str) -> Response:
+    caller, _ = _owned_webhook(request, webhook_id)
+    conn = _conn(request)
+    with transaction(conn):
+        store.delete_webhook(conn, caller.org_id, webhook_id)
+    return _json({"data": {"id": webhook_id, "deleted": True}})
+
+
+@router.post(
+    "/v1/webhooks/{webhook_id}/test",
+    response_model=TestOutcomeResponse,
+    responses=_errors(400, 403, 404, 415),
+    openapi_extra=request_body(TestEvent),
+)
+async def test_webhook(request: Request, webhook_id: str) -> Response:
+    """Send a sample of `event` now, once, and answer with the outcome (never retried)."""
+    body = await read_body(request, TestEvent)
+    _valid_events([body.event], field="event")
+    caller, target = await run_in_threadpool(_test_target, request, webhook_id, body.event)
+    config = _config(request)
+    event_id, payload = sample_payload(caller.org_id, body.event)
+    async with make_client(config) as client:
+        outcome = await attempt(client, config, target["url"], target["secret"], event_id, payload)
+    record = store.AttemptRecord(new_id(store.DELIVERY_PREFIX, 20), webhook_id, outcome)
+    await run_in_threadpool(
+        lambda: store.record_test_delivery(_conn(request), caller.org_id, event_id, body.event, payload, record)
+    )
+    return _json(
+        {
+            "data": {
+                "delivery_id": record.delivery_id,
+                "event_id": event_id,
+                "event": body.event,
+                "success": outcome.succeeded,
+                "status_code": outcome.status_code,
+                "latency_ms": round(outcome.latency_ms, 3),
+                "attempt": 1,
+                "error": outcome.error,
+                "response_excerpt": outcome.response_excerpt,
+            }
+        }
+    )
+
+
+@router.get(
+    "/v1/webhooks/{webhook_id}/deliveries",
+    response_model=DeliveryList,
+    responses=_errors(400, 403, 404),
+    openapi_extra=query_doc(DELIVERY_PARAMS),
+)
+def list_deliveries(request: Request, webhook_id: str) -> Response:
+    """Deliveries newest first, each with its attempt log."""
+    caller, _ = _owned_webhook(request, webhook_id)
+    query = parse(request, DELIVERY_PARAMS)
+    items, total = store.list_deliveries(
+        _conn(request),
+        caller.org_id,
+        webhook_id,
+        statuses=query["status"],
+        event=query["event"],
+        page=query["page"],
+        per_page=query["per_page"],
+    )
+    return _json({"data": items, "meta": {"page": query["page"], "per_page": query["per_page"], "total": total}})
+
+
+@router.get(
+    "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}", response_model=DeliveryResponse, responses=_errors(403, 404)
+)
+def get_delivery(request: Request, webhook_id: str, delivery_id: str) -> Response:
+    caller, _ = _owned_webhook(request, webhook_id)
+    try:
+        delivery = store.get_delivery(_conn(request), caller.org_id, webhook_id, delivery_id)
+    except store.DeliveryNotFound:
+        raise not_found("delivery", delivery_id) from None
+    return _json({"data": delivery})
+
+
+@router.post(
+    "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver",
+    response_model=DeliveryResponse,
+    responses=_errors(403, 404, 409),
+)
+def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Response:
+    caller, _ = _owned_webhook(request, webhook_id)
+    conn = _conn(request)
+    try:
+        with transaction(conn):
+            count = store.redeliver(conn, caller.org_id, webhook_id, delivery_id=delivery_id)
+    except store.DeliveryNotFound:
+        raise not_found("delivery", delivery_id) from None
+    if count == 0:
+        raise ApiError(
+            409,
+            "not_redeliverable",
+            "Only delivered, failed or cancelled deliveries of real events can be redelivered; "
+            "this one is still queued or is a test delivery",
+            {"id": delivery_id},
+        )
+    return _json({"data": store.get_delivery(conn, caller.org_id, webhook_id, delivery_id)})
+
+
+@router.post(
+    "/v1/webhooks/{webhook_id}/redeliver",
+    response_model=RequeuedResponse,
+    responses=_errors(400, 403, 404, 415),
+    openapi_extra=request_body(RedeliverSince),
+)
+async def redeliver_failed(request: Request, webhook_id: str) -> Response:
+    body = await read_body(request, RedeliverSince)
+    return await run_in_threadpool(_redeliver_failed, request, webhook_id, body)
+
+
+def _redeliver_failed(request: Request, webhook_id: str, body: RedeliverSince) -> Response:
+    """Queue again every failed delivery created at or after `since`."""
+    if body.since.tzinfo is None:
+        raise invalid("since", "timezone_required", "since needs a time zone, e.g. 2026-11-20T00:00:00Z")
+    caller, _ = _owned_webhook(request, webhook_id)
+    conn = _conn(request)
+    with transaction(conn):
+        count = store.redeliver(conn, caller.org_id, webhook_id, since=to_iso(body.since))
+        webhook = store.get_webhook(conn, caller.org_id, webhook_id)
+    return _json({"data": {"webhook": webhook, "requeued": count}})
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _valid_events(events: list[str], field: str = "events") -> list[str]:
+    if not events:
+        raise invalid(field, "empty", "events must name at least one event")
+    unknown = sorted({name for name in events if name not in EVENTS})
+    if unknown:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"Unknown event name(s): {', '.join(unknown)}",
+            {"field": field, "reason": "unknown_event", "unknown": unknown, "allowed": list(EVENTS)},
+        )
+    return list(dict.fromkeys(events))
+
+
+def _valid_url(url: str, config: WebhookConfig) -> str:
+    if len(url) > MAX_URL_LENGTH:
+        raise invalid("url", "too_long", f"url is longer than {MAX_URL_LENGTH} characters")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise invalid("url", "invalid_url", "url must be an absolute http:// or https:// URL")
+    if parsed.userinfo:
+        raise invalid("url", "invalid_url", "url must not carry credentials; authenticate with the signature")
+    if not config.allow_private and _obviously_private(parsed.host):
+        raise invalid("url", "private_address", f"{parsed.host} is not a public address (production mode)")
+    return url
+
+
+def _obviously_private(host: str) -> bool:
+    """Literal IPs and localhost, caught at registration; every host is checked again at delivery."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return not is_public(host)
+
+
+def _valid_secret(secret: str) -> str:
+    if not MIN_SECRET_LENGTH <= len(secret) <= MAX_SECRET_LENGTH:
+        raise invalid(
+            "secret",
+            "invalid_length",
+            f"secret must be {MIN_SECRET_LENGTH} to {MAX_SECRET_LENGTH} characters; omit it to get a generated one",
+        )
+    return secret
+
+
+# ---------------------------------------------------------------- scopes and lookups
+
+
+def _scopes_for(events: Iterable[str]) -> set[str]:
+    return {EVENT_GROUP_SCOPES[name.split(".", 1)[0]] for name in events}
+
+
+def _require_event_scopes(request: Request, events: Iterable[str]) -> auth.Principal:
+    caller = auth.principal(request)
+    for scope in sorted(_scopes_for(events)):
+        auth.require_scope(request, scope)
+    return caller
+
+
+def _owned_webhook(
+    request: Request, webhook_id: str, extra_events: Iterable[str] = ()
+) -> tuple[auth.Principal, dict[str, Any]]:
+    """The caller's webhook (404 for another organization's), checking the scopes it needs."""
+    caller = auth.principal(request)
+    try:
+        webhook = store.get_webhook(_conn(request), caller.org_id, webhook_id)
+    except store.WebhookNotFound:
+        raise not_found("webhook", webhook_id) from None
+    _require_event_scopes(request, [*webhook["events"], *extra_events])
+    return caller, webhook
+
+
+def _test_target(request: Request, webhook_id: str, event: str) -> tuple[auth.Principal, dict[str, Any]]:
+    """The caller and the webhook's url and secret, checking the scopes of its events and of `event`."""
+    caller, _ = _owned_webhook(request, webhook_id, extra_events=[event])
+    return caller, store.get_webhook_target(_conn(request), caller.org_id, webhook_id)
+
+
+# ---------------------------------------------------------------- plumbing
+
+
+def _conn(request: Request) -> sqlite3.Connection:
+    return request.app.state.pool.get()
+
+
+def _config(request: Request) -> WebhookConfig:
+    config = getattr(request.app.state, "webhook_config", None)
+    if config is None:
+        config = request.app.state.webhook_config = WebhookConfig.from_settings(request.app.state.settings)
+    return config
+
+
+def _json(body: dict[str, Any], status: int = 200) -> Response:
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
