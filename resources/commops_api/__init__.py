@@ -1,0 +1,25 @@
+"""Client for the Commercial Operations API: paging, one shared rate budget, retries, completeness checks."""
+
+from ._client import ApiClient
+from ._errors import (
+    ApiError,
+    ApiUnavailableError,
+    AuthenticationError,
+    IncompleteDataError,
+    NotFoundError,
+    RequestBudgetExceeded,
+    ScopeError,
+)
+from ._stats import RequestStats
+
+__all__ = [
+    "ApiClient",
+    "ApiError",
+    "ApiUnavailableError",
+    "AuthenticationError",
+    "IncompleteDataError",
+    "NotFoundError",
+    "RequestBudgetExceeded",
+    "RequestStats",
+    "ScopeError",
+]

@@ -1,0 +1,354 @@
+"""ApiClient: GET requests to the Commercial Operations API with one shared rate budget, retries and paging."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+import httpx
+import tenacity
+
+from commops_spec.constants import SCOPES
+
+from ._errors import (
+    ApiError,
+    ApiUnavailableError,
+    AuthenticationError,
+    NotFoundError,
+    ScopeError,
+)
+from ._paging import CompletePager, Page, ProgressCallback
+from ._rate import RateBudget
+from ._stats import RequestStats
+
+_default_log = logging.getLogger("commops.api")
+
+# Waits on 429 for one request before giving up (each wait is Retry-After or the window reset).
+_MAX_RATE_LIMITED_WAITS = 20
+# A 429 asking to wait longer than this (the plan's daily limit, typically) fails the run instead.
+_MAX_RATE_LIMITED_PAUSE_SECONDS = 900.0
+
+
+class _TransientError(Exception):
+    """A failure worth retrying: 5xx, timeout, dropped connection, broken body."""
+
+
+class ApiClient:
+    """A client for one run: its rate budget and request cap are shared by every endpoint it calls.
+
+    Thread-safe. `list_all` pages an endpoint completely, `get_many` fetches many single objects,
+    both concurrently on `max_concurrency` worker threads and connections."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        per_page: int = 100,
+        max_concurrency: int = 4,
+        max_requests: int = 100_000,
+        timeout: float = 30.0,
+        max_retries: int = 6,
+        max_repair_passes: int = 3,
+        backoff_initial: float = 0.25,
+        backoff_max: float = 10.0,
+        log: Any = None,
+        on_response: Callable[[httpx.Response], None] | None = None,
+    ):
+        if not base_url:
+            raise ValueError("base_url is empty: set COMMOPS_BASE_URL (it includes /v1)")
+        if not api_key:
+            raise ValueError("api_key is empty: set COMMOPS_API_KEY")
+        self.base_url = base_url.rstrip("/")
+        self.per_page = per_page
+        self.max_concurrency = max_concurrency
+        self.max_retries = max_retries
+        self.max_repair_passes = max_repair_passes
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._log = log if log is not None else _default_log
+        self._budget = RateBudget(max_requests)
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            # One connection per worker, plus one for calls made from the caller's own thread.
+            limits=httpx.Limits(max_connections=max_concurrency + 1, max_keepalive_connections=max_concurrency + 1),
+            follow_redirects=False,
+            # Observers (benchmarks, metrics) see every response's status and headers, before its body.
+            event_hooks={"response": [on_response]} if on_response else None,
+        )
+        self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="commops-api")
+        self._lock = threading.Lock()
+        self._retries = 0
+        self._pages = 0
+        self._sort_rejected: set[str] = set()
+        self.last_total: int | None = None
+        self.last_vanished_ids: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"ApiClient(base_url={self.base_url!r}, per_page={self.per_page}, max_concurrency={self.max_concurrency})"
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._budget.stop("the client is closed")  # wakes workers waiting for the rate window
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        self._http.close()
+
+    @property
+    def stats(self) -> RequestStats:
+        with self._lock:
+            retries, pages = self._retries, self._pages
+        return RequestStats(
+            requests=self._budget.sent,
+            retries=retries,
+            rate_limited=self._budget.rate_limited_count,
+            throttled_seconds=self._budget.throttled_seconds,
+            pages=pages,
+        )
+
+    # -- public operations ---------------------------------------------------------------------
+
+    def get(self, path: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """GET one object; returns the envelope's `data`."""
+        body = self._get_json(path, params)
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, dict):
+            raise ApiError(f"GET {self._url(path)}: expected an object envelope with data")
+        return data
+
+    def get_many(
+        self,
+        paths: Iterable[str],
+        params: Mapping[str, Any] | None = None,
+        *,
+        skip_missing: bool = False,
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """GET many objects concurrently; yields (path, data) as each completes (not in input order).
+
+        With skip_missing, paths answering 404 (e.g. deleted meanwhile) are left out instead of raising."""
+        remaining = iter(paths)
+        pending: dict[Future[dict[str, Any]], str] = {}
+
+        def top_up() -> None:
+            while len(pending) < 2 * self.max_concurrency:
+                path = next(remaining, None)
+                if path is None:
+                    return
+                pending[self._executor.submit(self.get, path, params)] = path
+
+        try:
+            top_up()
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    path = pending.pop(future)
+                    try:
+                        data = future.result()
+                    except NotFoundError:
+                        if not skip_missing:
+                            raise
+                        self._log.debug(f"{path}: 404, skipped")
+                        continue
+                    yield path, data
+                top_up()
+        finally:
+            for future in pending:
+                future.cancel()
+
+    def list_all(
+        self,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        sort: str | None = "created_at",
+        order: str = "asc",
+        progress: ProgressCallback | None = None,
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Every item of a list endpoint, page by page, each id once, completeness verified at the end.
+
+        Raw item dicts as the API returned them. `progress(pages_done, pages_expected)` after each page.
+        Raises IncompleteDataError when paging cannot produce the API's total. Afterwards `last_total`
+        is the API's total and `last_vanished_ids` the yielded ids a repair walk no longer found."""
+        base_params = {**(params or {}), "per_page": self.per_page}
+        sorted_params = {**base_params, "sort": sort, "order": order} if sort else base_params
+
+        def fetch(number: int) -> Page:
+            use = base_params if path in self._sort_rejected else sorted_params
+            try:
+                body = self._get_json(path, {**use, "page": number})
+            except ApiError as error:
+                if use is base_params or not _is_sort_rejection(error):
+                    raise
+                self._reject_sort(path, sort, error)
+                body = self._get_json(path, {**base_params, "page": number})
+            with self._lock:
+                self._pages += 1
+            return Page.from_body(number, body, path)
+
+        pager = CompletePager(
+            fetch,
+            endpoint=path,
+            per_page=self.per_page,
+            executor=self._executor,
+            lookahead=2 * self.max_concurrency,
+            max_repair_passes=self.max_repair_passes,
+            log=self._log,
+            progress=progress,
+        )
+        yield from pager.pages()
+        self.last_total = pager.total
+        self.last_vanished_ids = pager.vanished_ids
+
+    # -- one request, retried ------------------------------------------------------------------
+
+    def _get_json(self, path: str, params: Mapping[str, Any] | None) -> Any:
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_TransientError),
+            wait=tenacity.wait_random_exponential(multiplier=self._backoff_initial, max=self._backoff_max),
+            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            before_sleep=lambda state: self._before_retry(path, params, state),
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, path, params)
+        except _TransientError as error:
+            raise ApiUnavailableError(
+                f"GET {self._url(path)} failed after {self.max_retries + 1} attempts: {error}"
+            ) from None
+
+    def _attempt(self, path: str, params: Mapping[str, Any] | None) -> Any:
+        for _ in range(_MAX_RATE_LIMITED_WAITS + 1):
+            self._budget.acquire()
+            try:
+                response = self._http.get(path, params=_query(params))
+            except httpx.UnsupportedProtocol as error:
+                self._budget.release(None)
+                raise ApiError(f"cannot call {self._url(path)}: {error}") from None
+            except (httpx.TransportError, httpx.DecodingError) as error:
+                self._budget.release(None)
+                raise _TransientError(f"{type(error).__name__}: {error or 'no detail'}") from None
+            except BaseException:
+                self._budget.release(None)
+                raise
+            if response.status_code != 429:
+                self._budget.release(response.headers)
+                return self._interpret(response)
+            pause = self._budget.rate_limited(response.headers, max_pause=_MAX_RATE_LIMITED_PAUSE_SECONDS)
+            if pause > _MAX_RATE_LIMITED_PAUSE_SECONDS:
+                raise ApiError(
+                    f"GET {self._url(path)}: rate limited (429) for the next {pause:.0f} s, probably the plan's "
+                    "daily request limit; sync again after it resets",
+                    status_code=429,
+                    code=_error_fields(response)[0],
+                )
+            self._log.info(f"GET {_loggable(path, params)}: 429 rate limited, all requests pause {pause:.2f} s")
+        raise ApiUnavailableError(
+            f"GET {self._url(path)} still rate limited (429) after {_MAX_RATE_LIMITED_WAITS} waits"
+        )
+
+    def _interpret(self, response: httpx.Response) -> Any:
+        status = response.status_code
+        url = str(response.request.url.copy_with(query=None))
+        if 200 <= status < 300:
+            try:
+                return response.json()
+            except ValueError:
+                raise _TransientError(f"invalid JSON body ({len(response.content)} bytes, status {status})") from None
+        code, message, details = _error_fields(response)
+        if status == 401:
+            raise AuthenticationError(
+                f"API key rejected (401) by {url}: check COMMOPS_API_KEY", status_code=401, code=code, details=details
+            )
+        if status == 403:
+            scope = _required_scope(message, details)
+            reason = f"this key lacks scope {scope}" if scope else f"this key may not do this ({message or 'forbidden'})"
+            raise ScopeError(
+                f"403: {reason} (GET {url})", required_scope=scope, status_code=403, code=code, details=details
+            )
+        if status >= 500:
+            raise _TransientError(f"{status} {code or response.reason_phrase}")
+        error_type = NotFoundError if status == 404 else ApiError
+        raise error_type(
+            f"GET {url} failed with {status} {code or ''}: {message or response.reason_phrase}".replace("  ", " "),
+            status_code=status,
+            code=code,
+            details=details,
+        )
+
+    def _before_retry(self, path: str, params: Mapping[str, Any] | None, state: tenacity.RetryCallState) -> None:
+        with self._lock:
+            self._retries += 1
+        error = state.outcome.exception() if state.outcome else None
+        delay = state.next_action.sleep if state.next_action else 0.0
+        self._log.warning(
+            f"GET {_loggable(path, params)} attempt {state.attempt_number}/{self.max_retries + 1} failed ({error}); "
+            f"retrying in {delay:.2f} s"
+        )
+
+    def _reject_sort(self, path: str, sort: str | None, error: ApiError) -> None:
+        with self._lock:
+            first_time = path not in self._sort_rejected
+            self._sort_rejected.add(path)
+        if first_time:
+            self._log.warning(f"{path}: the server rejected sort={sort} ({error}); paging without a sort parameter")
+
+    def _url(self, path: str) -> str:
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+
+def _query(params: Mapping[str, Any] | None) -> dict[str, str] | None:
+    if not params:
+        return None
+    return {name: _query_value(value) for name, value in params.items() if value is not None}
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, set)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _loggable(path: str, params: Mapping[str, Any] | None) -> str:
+    page = (params or {}).get("page")
+    return f"{path}?page={page}" if page is not None else path
+
+
+def _error_fields(response: httpx.Response) -> tuple[str | None, str | None, Any]:
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return None, None, None
+    if not isinstance(error, dict):
+        return None, None, None
+    return error.get("code"), error.get("message"), error.get("details")
+
+
+def _required_scope(message: str | None, details: Any) -> str | None:
+    if isinstance(details, dict):
+        for key in ("required_scope", "scope", "missing_scope"):
+            if isinstance(details.get(key), str):
+                return details[key]
+    for scope in SCOPES:
+        if message and scope in message:
+            return scope
+    return None
+
+
+def _is_sort_rejection(error: ApiError) -> bool:
+    if error.status_code != 400:
+        return False
+    field = error.details.get("field") if isinstance(error.details, dict) else None
+    if field in ("sort", "order"):
+        return True
+    return "sort" in str(error).lower()

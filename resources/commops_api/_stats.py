@@ -1,0 +1,19 @@
+"""What a client has spent so far: requests, retries, rate limiting, pages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class RequestStats:
+    """A snapshot of a client's counters. Subtract two snapshots to get one asset's share of a run."""
+
+    requests: int = 0  # HTTP requests sent, retries and rate-limited attempts included
+    retries: int = 0  # attempts repeated after a transient failure (5xx, timeout, dropped connection, broken body)
+    rate_limited: int = 0  # 429 answers met
+    throttled_seconds: float = 0.0  # wall time the run spent waiting for the rate limit (pacing and 429s)
+    pages: int = 0  # list pages received
+
+    def __sub__(self, earlier: RequestStats) -> RequestStats:
+        return RequestStats(**{f.name: getattr(self, f.name) - getattr(earlier, f.name) for f in fields(self)})

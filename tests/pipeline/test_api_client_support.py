@@ -1,0 +1,83 @@
+"""Support for the API client tests (no tests here): change the service's data through its own store functions."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from resources.commops_api import ApiClient
+
+_names = itertools.count(1)
+
+
+def add_kols(service: Any, count: int) -> list[str]:
+    """Create `count` active KOLs through the service's store (as the API would); returns their ids."""
+    from service.store import db, kols
+
+    conn = service.connect()
+    try:
+        with db.transaction(conn):
+            return [
+                kols.create_kol(conn, service.org_id, {"full_name": f"Dr. Test {next(_names)}", "specialties": ["cardiology"]}, None)["id"]
+                for _ in range(count)
+            ]
+    finally:
+        conn.close()
+
+
+def archive_kols(service: Any, kol_ids: list[str]) -> None:
+    from service.store import db, kols
+
+    conn = service.connect()
+    try:
+        with db.transaction(conn):
+            for kol_id in kol_ids:
+                kols.archive_kol(conn, service.org_id, kol_id)
+    finally:
+        conn.close()
+
+
+def swap_kols(service: Any, archive_ids: list[str], create_count: int) -> list[str]:
+    """Archive some KOLs and create as many others in ONE transaction: the list total does not move."""
+    from service.store import db, kols
+
+    conn = service.connect()
+    try:
+        with db.transaction(conn):
+            for kol_id in archive_ids:
+                kols.archive_kol(conn, service.org_id, kol_id)
+            return [
+                kols.create_kol(conn, service.org_id, {"full_name": f"Dr. Swap {next(_names)}", "specialties": ["oncology"]}, None)["id"]
+                for _ in range(create_count)
+            ]
+    finally:
+        conn.close()
+
+
+def active_kol_ids(service: Any) -> set[str]:
+    conn = service.connect()
+    try:
+        rows = conn.execute("SELECT id FROM kols WHERE org_id = ? AND is_archived = 0", (service.org_id,))
+        return {row[0] for row in rows}
+    finally:
+        conn.close()
+
+
+def table_ids(service: Any, table: str) -> set[str]:
+    conn = service.connect()
+    try:
+        return {row[0] for row in conn.execute(f"SELECT id FROM {table} WHERE org_id = ?", (service.org_id,))}
+    finally:
+        conn.close()
+
+
+def client_for(service: Any, **options: Any) -> ApiClient:
+    options.setdefault("backoff_initial", 0.05)
+    options.setdefault("backoff_max", 0.5)
+    options.setdefault("timeout", 10.0)
+    return ApiClient(service.base_url, service.api_key, **options)
+
+
+def collect(client: ApiClient, path: str, params: dict | None = None, **options: Any) -> list[str]:
+    """Every id list_all yields, in order (duplicates kept, so tests can see them)."""
+    return [item["id"] for page in client.list_all(path, params, **options) for item in page]
