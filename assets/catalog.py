@@ -1,0 +1,164 @@
+"""The one declarative description of the four API resources.
+
+Everything per resource is driven from here: the lake snapshot asset (path, walks, sort,
+Arrow schema), the warehouse table and its child tables, and the checks (id prefix,
+required fields, enum columns, references to products). Add a resource here, not in the
+asset modules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from assets import schemas
+from commops_spec import constants as c
+
+
+@dataclass(frozen=True)
+class ChildTable:
+    """A flattened child table rebuilt for the parent ids each merge touches.
+
+    `select_sql` selects the child rows from the parent table aliased `p`, restricted by the
+    caller to the merged ids; `columns` are (name, DuckDB type, comment).
+    """
+
+    name: str
+    description: str
+    parent_key: str
+    columns: tuple[tuple[str, str, str], ...]
+    select_sql: str
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    name: str  # asset key suffix, lake folder and warehouse table name
+    path: str  # API list path, relative to the base URL (which ends in /v1)
+    id_prefix: str
+    schema: pa.Schema
+    description: str
+    walks: tuple[dict[str, str], ...] = ({},)  # one list_all per params dict, results unioned
+    walk_defaults: tuple[dict[str, Any], ...] = ({},)  # values filled per walk when a record lacks them
+    sort: str | None = "created_at"
+    key: str = "id"
+    incremental_field: str = "updated_at"  # merges keep the row with the newer value
+    required: tuple[str, ...] = ("id",)
+    enums: dict[str, tuple[str, ...]] = field(default_factory=dict)  # SQL expression -> allowed values
+    # SQL expression over the table aliased `t` yielding referenced product ids, one per row (unnest)
+    product_refs: str | None = None
+    children: tuple[ChildTable, ...] = ()
+
+    @property
+    def table(self) -> str:
+        return self.name
+
+    @property
+    def history_view(self) -> str:
+        return f"{self.name}_history"
+
+
+KOLS = ResourceSpec(
+    name="kols",
+    path="/kols",
+    id_prefix=c.ID_PREFIXES["kol"],
+    schema=schemas.KOLS,
+    description="Key opinion leaders, active and archived (list shape of GET /v1/kols), one row per KOL.",
+    walks=({"is_archived": "false"}, {"is_archived": "true"}),
+    walk_defaults=({"is_archived": False}, {"is_archived": True}),
+    required=("id", "full_name", "tier", "is_archived", "created_at", "updated_at"),
+    enums={"tier": c.KOL_TIERS, "engagement_level": c.ENGAGEMENT_LEVELS},
+)
+
+CAMPAIGNS = ResourceSpec(
+    name="campaigns",
+    path="/campaigns",
+    id_prefix=c.ID_PREFIXES["campaign"],
+    schema=schemas.CAMPAIGNS,
+    description="Email campaigns with engagement metrics (GET /v1/campaigns), one row per campaign.",
+    required=("id", "name", "type", "status", "created_at", "updated_at"),
+    enums={"type": c.CAMPAIGN_TYPES, "status": c.CAMPAIGN_STATUSES, "schedule.type": c.SCHEDULE_TYPES},
+    product_refs="unnest(t.products)",
+)
+
+PRODUCTS = ResourceSpec(
+    name="products",
+    path="/products",
+    id_prefix=c.ID_PREFIXES["product"],
+    schema=schemas.PRODUCTS,
+    description="Product catalog with regulatory status per market (GET /v1/products), one row per product.",
+    required=("id", "name", "status", "created_at", "updated_at"),
+    enums={"status": c.PRODUCT_STATUSES},
+    children=(
+        ChildTable(
+            name="product_market_status",
+            description="Regulatory status of each product per market, flattened from products.market_status.",
+            parent_key="product_id",
+            columns=(
+                ("product_id", "VARCHAR", "Product identifier (products.id)"),
+                ("market", "VARCHAR", "Market code (US, EU, CN, JP, IN)"),
+                ("status", "VARCHAR", "approved or under_review"),
+                ("clearance_number", "VARCHAR", "Clearance number (e.g. FDA 510(k) K-number) where the market has one"),
+                ("ce_mark", "BOOLEAN", "CE mark present (EU-style markets)"),
+            ),
+            select_sql=(
+                "SELECT p.id, e.key, e.value.status, e.value.clearance_number, e.value.ce_mark "
+                "FROM products p, unnest(map_entries(p.market_status)) AS u(e)"
+            ),
+        ),
+    ),
+)
+
+SIGNALS = ResourceSpec(
+    name="signals",
+    path="/signals",
+    id_prefix=c.ID_PREFIXES["signal"],
+    schema=schemas.SIGNALS,
+    description="Regulatory and industry signals with AI summary and impact (GET /v1/signals), one row per signal.",
+    sort="fetched_at",  # grows with ingestion, so new signals land on the last page
+    required=("id", "title", "sentiment", "published_at", "updated_at"),
+    enums={"impact.level": c.IMPACT_LEVELS, "sentiment": c.SENTIMENTS},
+    product_refs="unnest(t.product_relevance).product_id",
+    children=(
+        ChildTable(
+            name="signal_product_relevance",
+            description="Products each signal is relevant to, flattened from signals.product_relevance.",
+            parent_key="signal_id",
+            columns=(
+                ("signal_id", "VARCHAR", "Signal identifier (signals.id)"),
+                ("product_id", "VARCHAR", "Product identifier (products.id)"),
+                ("product_name", "VARCHAR", "Product name as the signal names it"),
+                ("relevance_type", "VARCHAR", "Kind of relevance"),
+                ("relevance_score", "DOUBLE", "Relevance score"),
+            ),
+            select_sql=(
+                "SELECT p.id, r.product_id, r.product_name, r.relevance_type, r.relevance_score "
+                "FROM signals p, unnest(p.product_relevance) AS u(r)"
+            ),
+        ),
+    ),
+)
+
+CATALOG: tuple[ResourceSpec, ...] = (KOLS, CAMPAIGNS, PRODUCTS, SIGNALS)
+BY_NAME = {spec.name: spec for spec in CATALOG}
+
+# Not a list resource: the KOL detail (GET /v1/kols/{id}) enrichment table, merged the same way.
+KOL_DETAILS = ResourceSpec(
+    name="kol_details",
+    path="/kols/{id}",
+    id_prefix=c.ID_PREFIXES["kol"],
+    schema=schemas.KOL_DETAILS,
+    description=(
+        "KOL detail fields the list lacks (bio, notes, research interests, social, contact address, metrics), "
+        "fetched with GET /v1/kols/{id} for KOLs that are new or changed since their last enrichment."
+    ),
+    sort=None,
+    required=("id", "updated_at", "enriched_at"),
+)
+# Detail fields already stored in `kols` (list shape), so not unknown: not copied to _extra.
+KOL_DETAIL_FIELDS_IN_KOLS = (
+    "full_name", "title", "institution", "department", "specialties", "expertise_areas", "tags",
+    "tier", "engagement_level", "created_at", "events", "campaigns", "is_archived", "location",
+    "email", "phone", "event_count", "last_interaction", "interactions", "publications",
+)

@@ -1,0 +1,15 @@
+"""Small SQL text helpers for DuckDB statements built from the catalog."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def sql_literal(text: str) -> str:
+    """A SQL string literal (quotes doubled)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def read_parquet(path: str | Path) -> str:
+    """A table expression over one Parquet file, without hive partition columns from its path."""
+    return f"read_parquet({sql_literal(str(path))}, hive_partitioning = false)"

@@ -1,0 +1,160 @@
+"""Benchmark: the full nightly sync beside a bare concurrent page-fetch loop, same server, same run.
+
+    .venv/bin/python benchmarks/nightly_sync.py [--runs 3] [--scale 1.0] [--enrich 5000]
+
+Seeds 100,000 KOLs, 5,000 campaigns, 500 products and 100,000 signals (times --scale) into a
+fresh service database, serves it without rate limits in its own process, warms it with one
+unmeasured bare pass, then alternates N times: (a) a bare loop (httpx, the sync's concurrency
+and sort order, every page of the four lists fetched and dropped) and (b) the core sync
+(`run_sync`, KOL details off), each in a child process so wall time and peak RSS are the
+child's own. Prints medians, the ratio sync / bare (aim <= 1.3) and the sync's peak RSS
+(aim < 500 MB). Then one KOL detail enrichment run of
+--enrich details is measured separately (details per second), since enriching 100k KOLs at
+once would dominate a first sync.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONCURRENCY = 4
+
+SERVE = """
+import sys
+from service.server import ServiceServer
+from service.settings import ServiceSettings
+server = ServiceServer(ServiceSettings(db=sys.argv[1], rate_limits_enabled=False)).start()
+print(server.base_url, flush=True)
+sys.stdin.read()
+server.stop()
+"""
+
+BARE = """
+import json, math, resource, sys, time
+from concurrent.futures import ThreadPoolExecutor
+import httpx
+base_url, key, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# The sync's walks and sorts (assets/catalog.py), so both read the same pages the same way.
+walks = [("/kols", {"is_archived": "false", "sort": "created_at"}), ("/kols", {"is_archived": "true", "sort": "created_at"}),
+         ("/campaigns", {"sort": "created_at"}), ("/products", {"sort": "created_at"}), ("/signals", {"sort": "fetched_at"})]
+started = time.perf_counter()
+pages = 0
+with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60,
+                  limits=httpx.Limits(max_connections=concurrency + 1)) as http, ThreadPoolExecutor(concurrency) as pool:
+    def get(path, params, page):
+        return http.get(path, params={**params, "order": "asc", "per_page": 100, "page": page}).raise_for_status().json()
+    for path, params in walks:
+        first = get(path, params, 1)
+        count = math.ceil(first["meta"]["total"] / 100)
+        for body in pool.map(lambda p: get(path, params, p), range(2, count + 1)):
+            body["data"]  # dropped
+        pages += count
+print(json.dumps({"seconds": time.perf_counter() - started, "pages": pages,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+SYNC = """
+import json, resource, sys, time
+import dagster as dg
+from pipelines.sync import run_sync
+base_url, key, data_dir, enrich, concurrency = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+started = time.perf_counter()
+summary = run_sync(partition_key="2026-06-01", base_url=base_url, api_key=key, data_dir=data_dir, progress=False,
+                   enrich_details_limit=enrich, instance=dg.DagsterInstance.ephemeral(), max_concurrency=concurrency)
+assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duration_seconds} for a in summary.assets}
+print(json.dumps({"seconds": time.perf_counter() - started, "failed_checks": summary.failed_checks, "assets": assets,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _child(code: str, *args: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+    out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def seed_service(directory: Path, scale: float) -> tuple[Path, str]:
+    sys.path.insert(0, str(ROOT))
+    from service import admin
+    from service.seed import seed
+    from service.store import db
+
+    db_path = directory / "service.db"
+    db.init_db(db_path)
+    org_id = admin.create_org(db_path, "Benchmark Medical Devices", "enterprise")
+    key = admin.create_key(db_path, org_id, "all")
+    counts = {name: max(1, int(n * scale)) for name, n in
+              (("kols", 100_000), ("campaigns", 5_000), ("products", 500), ("signals", 100_000))}
+    started = time.perf_counter()
+    seed(db_path, org_id, events=max(1, int(2_000 * scale)), random_seed=1, **counts)
+    print(f"seeded {counts} in {time.perf_counter() - started:.1f}s", flush=True)
+    return db_path, key
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--enrich", type=int, default=5_000, help="KOL details in the separate enrichment run (0: skip)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="commops-bench-") as tmp:
+        tmp_path = Path(tmp)
+        db_path, key = seed_service(tmp_path, args.scale)
+        server = subprocess.Popen([sys.executable, "-c", SERVE, str(db_path)], cwd=ROOT, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            base_url = server.stdout.readline().strip()
+            _child(BARE, base_url, key, str(CONCURRENCY))  # warm-up: the service's caches, not measured
+            bare, syncs = [], []
+            for run in range(args.runs):
+                bare.append(_child(BARE, base_url, key, str(CONCURRENCY)))
+                data_dir = tmp_path / f"data-{run}"
+                syncs.append(_child(SYNC, base_url, key, str(data_dir), "0", str(CONCURRENCY)))
+                print(f"run {run + 1}: bare {bare[-1]['seconds']:.1f}s ({bare[-1]['pages']} pages), "
+                      f"sync {syncs[-1]['seconds']:.1f}s, sync peak RSS {syncs[-1]['peak_rss_mb']:.0f} MB, "
+                      f"failed checks {syncs[-1]['failed_checks']}", flush=True)
+            enrich = None
+            if args.enrich:
+                enrich = _child(SYNC, base_url, key, str(tmp_path / "data-0"), str(args.enrich), str(CONCURRENCY))
+        finally:
+            server.stdin.close()
+            server.wait(timeout=60)
+
+    bare_s = statistics.median(b["seconds"] for b in bare)
+    sync_s = statistics.median(s["seconds"] for s in syncs)
+    rss = statistics.median(s["peak_rss_mb"] for s in syncs)
+    print("\n== core sync (4 lists -> Parquet -> DuckDB -> analytics.duckdb), KOL details off ==")
+    print(f"bare page-fetch loop  median {bare_s:.2f}s over {args.runs} runs")
+    print(f"full sync             median {sync_s:.2f}s over {args.runs} runs")
+    print(f"ratio sync / bare     {sync_s / bare_s:.2f}  (aim <= 1.3)")
+    print(f"sync peak RSS         median {rss:.0f} MB  (aim < 500 MB)")
+    last = syncs[-1]["assets"]
+    for name in sorted(last):
+        a = last[name]
+        print(f"  {name:24} rows {a['rows']!s:>8}  requests {a['requests']!s:>6}  {a['seconds']!s:>7}s")
+    if enrich:
+        details = enrich["assets"]["warehouse/kol_details"]
+        rate = (details["requests"] or 0) / details["seconds"] if details["seconds"] else math.nan
+        print("\n== KOL detail enrichment (separate run, on top of the first run's warehouse) ==")
+        print(f"{details['requests']} detail requests in {details['seconds']:.1f}s = {rate:.0f} details/s; "
+              f"whole run {enrich['seconds']:.1f}s, peak RSS {enrich['peak_rss_mb']:.0f} MB")
+        kols = syncs[-1]["assets"]["lake/kols"]["rows"]
+        print(f"enriching all {kols} KOLs at this rate would take ~{kols / rate / 60:.1f} min "
+              f"(default limit per run: 5000, COMMOPS_ENRICH_DETAILS_LIMIT)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""`run_sync`: the nightly_sync job executed in-process for one snapshot date, summarised.
+
+Used by `commops sync` (and `commops demo`). Failures become a `SyncError` with one clear
+line (the API client's message for 401/403, the setting's name when one is missing).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import dagster as dg
+
+from assets.partitions import DAILY
+from assets.progress import ProgressReporter
+from pipelines.definitions import make_definitions
+from pipelines.jobs import NIGHTLY_SYNC
+from resources import settings
+from resources.api import CommopsApiResource
+from resources.warehouse import LakeResource, WarehouseResource
+
+KOL_DETAILS_OP = "warehouse__kol_details"
+
+
+class _StderrHandler(logging.Handler):
+    """One plain line per message on the current sys.stderr (which a live progress display wraps)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr)
+
+
+class SyncError(RuntimeError):
+    """The sync failed; the message is one line saying why."""
+
+
+@dataclass
+class AssetSummary:
+    asset: str
+    rows: int | None = None
+    requests: int | None = None
+    rate_limited: int | None = None
+    retries: int | None = None
+    throttled_seconds: float | None = None
+    duration_seconds: float | None = None
+    note: str = ""
+
+
+@dataclass
+class SyncSummary:
+    partition_key: str
+    data_dir: Path
+    run_id: str
+    assets: list[AssetSummary] = field(default_factory=list)
+    failed_checks: list[str] = field(default_factory=list)
+    duration_seconds: float = 0.0
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.data_dir / "warehouse.duckdb"
+
+    @property
+    def analytics_path(self) -> Path:
+        return self.data_dir / "analytics.duckdb"
+
+    @property
+    def lake_path(self) -> Path:
+        return self.data_dir / "lake"
+
+    def asset(self, name: str) -> AssetSummary:
+        return next(a for a in self.assets if a.asset == name)
+
+
+def today_partition() -> str:
+    return datetime.now(ZoneInfo(settings.timezone())).strftime("%Y-%m-%d")
+
+
+def run_sync(
+    partition_key: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    progress: bool | ProgressReporter = True,
+    enrich_details_limit: int | None = None,
+    instance: dg.DagsterInstance | None = None,
+    max_concurrency: int = 4,
+) -> SyncSummary:
+    """Run `nightly_sync` in this process for `partition_key` (default: today in COMMOPS_TIMEZONE)."""
+    base_url = settings.require_env(settings.BASE_URL_ENV, base_url)
+    api_key = settings.require_env(settings.API_KEY_ENV, api_key)
+    data = settings.data_dir(str(data_dir) if data_dir else None)
+    partition_key = partition_key or today_partition()
+    if not DAILY.has_partition_key(partition_key):
+        raise SyncError(f"--date {partition_key}: not a snapshot date between {settings.start_date()} ({settings.START_DATE_ENV}) and today")
+    limit = settings.enrich_details_limit() if enrich_details_limit is None else enrich_details_limit
+
+    if isinstance(progress, ProgressReporter):
+        reporter, display = progress, nullcontext()
+    elif progress:
+        from pipelines.progress_display import RichProgress
+
+        reporter = display = RichProgress()
+    else:
+        reporter, display = ProgressReporter(), nullcontext()
+
+    resources = {
+        "api": CommopsApiResource(base_url=base_url, api_key=api_key, max_concurrency=max_concurrency),
+        "lake": LakeResource(data_dir=str(data)),
+        "warehouse": WarehouseResource(data_dir=str(data)),
+        "progress": dg.ResourceDefinition.hardcoded_resource(reporter),
+    }
+    job = make_definitions(resources).resolve_job_def(NIGHTLY_SYNC)
+    if instance is None:
+        instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.ephemeral()
+    started = datetime.now()
+    # Dagster's console log is silenced (a failed step would print a traceback wall); the
+    # display, the summary and SyncError say what happened, the pipeline's own notices
+    # (e.g. waiting for the warehouse lock) print as plain lines.
+    handler = _StderrHandler(logging.INFO)
+    notices = logging.getLogger("commops")
+    notices.addHandler(handler)
+    notices.setLevel(logging.INFO)
+    try:
+        with display:
+            result = job.execute_in_process(
+                partition_key=partition_key,
+                instance=instance,
+                raise_on_error=False,
+                run_config={
+                    "ops": {KOL_DETAILS_OP: {"config": {"limit": limit}}},
+                    "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
+                },
+            )
+    finally:
+        notices.removeHandler(handler)
+    if not result.success:
+        raise SyncError(_failure_message(result))
+    summary = _summarise(result, partition_key, data)
+    summary.duration_seconds = round((datetime.now() - started).total_seconds(), 2)
+    return summary
+
+
+def _failure_message(result: dg.ExecuteInProcessResult) -> str:
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None:
+            error = error.cause
+        if error is not None:
+            message = error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name
+            qualified, _, rest = message.partition(": ")
+            return rest if rest and qualified.split(".")[-1] == error.cls_name else message
+    failure = result.get_run_failure_event()
+    return failure.message if failure is not None else "the sync failed (see the Dagster logs)"
+
+
+def _value(metadata: dict[str, Any], key: str) -> Any:
+    entry = metadata.get(key)
+    return getattr(entry, "value", entry)
+
+
+def _summarise(result: dg.ExecuteInProcessResult, partition_key: str, data: Path) -> SyncSummary:
+    summary = SyncSummary(partition_key=partition_key, data_dir=data, run_id=result.run_id)
+    for event in result.get_asset_materialization_events():
+        materialization = event.materialization
+        metadata = dict(materialization.metadata)
+        note = ""
+        if _value(metadata, "pending_remaining"):
+            note = f"{_value(metadata, 'details_fetched')} fetched, {_value(metadata, 'pending_remaining')} pending for next runs"
+        elif _value(metadata, "details_fetched") is not None:
+            note = f"{_value(metadata, 'details_fetched')} fetched"
+        summary.assets.append(
+            AssetSummary(
+                asset=materialization.asset_key.to_user_string(),
+                rows=_value(metadata, "dagster/row_count"),
+                requests=_value(metadata, "requests"),
+                rate_limited=_value(metadata, "rate_limited_429s"),
+                retries=_value(metadata, "retries"),
+                throttled_seconds=_value(metadata, "throttled_seconds"),
+                duration_seconds=_value(metadata, "duration_seconds"),
+                note=note,
+            )
+        )
+    for evaluation in result.get_asset_check_evaluations():
+        if not evaluation.passed:
+            summary.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
+    return summary

@@ -1,0 +1,83 @@
+"""`commops sync`: run the nightly job now, with progress, a summary table and clear failures."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from resources import settings
+
+
+def _fmt(value: object, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def print_summary(summary, console: Console) -> None:
+    table = Table(title=f"commops sync {summary.partition_key}: done in {summary.duration_seconds:.1f}s")
+    for column in ("asset", "rows", "requests", "429s", "throttled s", "duration s", "note"):
+        table.add_column(column, justify="left" if column in ("asset", "note") else "right", no_wrap=column == "asset")
+    for a in summary.assets:
+        table.add_row(a.asset, _fmt(a.rows), _fmt(a.requests), _fmt(a.rate_limited), _fmt(a.throttled_seconds),
+                      _fmt(a.duration_seconds), a.note)
+    console.print(table)
+    if summary.failed_checks:
+        console.print(f"[bold red]Failed checks:[/] {', '.join(summary.failed_checks)}")
+    console.print(f"Lake (Parquet):  {summary.lake_path}/<resource>/snapshot_date={summary.partition_key}/", soft_wrap=True)
+    console.print(f"Warehouse:       {summary.warehouse_path} (written by the sync only)", soft_wrap=True)
+    console.print(f"Analysts query:  {summary.analytics_path}", soft_wrap=True)
+    console.print(f"  duckdb -readonly {summary.analytics_path} \"SELECT tier, count(*) FROM kols GROUP BY tier\"", soft_wrap=True)
+    console.print(
+        f"  python -c \"import duckdb; print(duckdb.connect('{summary.analytics_path}', read_only=True)"
+        ".sql('SELECT * FROM signals ORDER BY published_at DESC LIMIT 5'))\"",
+        soft_wrap=True,
+    )
+    console.print("  Schema and example queries: docs/analysts.md")
+
+
+@click.command("sync")
+@click.option("--date", "partition_key", metavar="YYYY-MM-DD", help="Snapshot date (partition); default today in COMMOPS_TIMEZONE.")
+@click.option("--base-url", help="Service address including /v1 (default: $COMMOPS_BASE_URL).")
+@click.option("--api-key-env", default=settings.API_KEY_ENV, show_default=True, help="Environment variable holding the API key.")
+@click.option("--data-dir", help="Where the lake and DuckDB files go (default: $COMMOPS_DATA_DIR or ./data).")
+@click.option("--enrich-limit", type=int, help="KOL details fetched at most this run (default: $COMMOPS_ENRICH_DETAILS_LIMIT or 5000; 0 skips).")
+@click.option("--no-progress", is_flag=True, help="No progress bars (also off when stderr is not a terminal).")
+def sync(partition_key, base_url, api_key_env, data_dir, enrich_limit, no_progress) -> None:
+    """Run the nightly sync now, in this process: API -> Parquet lake -> DuckDB warehouse -> analytics.duckdb."""
+    try:
+        from pipelines.sync import SyncError, run_sync  # reads COMMOPS_TIMEZONE at import
+    except settings.MissingSettingError as error:
+        click.echo(f"commops sync failed: {error}", err=True)
+        sys.exit(1)
+
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    try:
+        base_url = settings.require_env(settings.BASE_URL_ENV, base_url or os.environ.get(settings.BASE_URL_ENV))
+        api_key = settings.require_env(api_key_env, os.environ.get(api_key_env))
+        summary = run_sync(
+            partition_key=partition_key,
+            base_url=base_url,
+            api_key=api_key,
+            data_dir=data_dir,
+            progress=not no_progress and sys.stderr.isatty(),
+            enrich_details_limit=enrich_limit,
+        )
+    except (settings.MissingSettingError, SyncError) as error:
+        click.echo(f"commops sync failed: {error}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("commops sync interrupted: no partial snapshot was published", err=True)
+        sys.exit(130)
+    print_summary(summary, console)
+    if summary.failed_checks:
+        click.echo(f"commops sync: {len(summary.failed_checks)} data-quality check(s) failed", err=True)
+        sys.exit(2)

@@ -1,0 +1,180 @@
+"""Warehouse writes: the newer row wins, one writer at a time, snapshot re-runs, the schedule."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+import dagster as dg
+import duckdb
+import pyarrow as pa
+
+from assets.catalog import PRODUCTS
+from assets.records import RecordConverter
+from assets.warehouse import ensure_table, merge_rows
+from resources.warehouse import WarehouseResource
+from tests.pipeline.sync_support import SNAPSHOT_DATE, query, sync, table_rows, warehouse_state
+
+
+def _product(pid: str, updated_at: str, name: str, markets: dict) -> dict:
+    return {"id": pid, "name": name, "status": "active", "market_status": markets,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": updated_at}
+
+
+def _merge(conn, records) -> int:
+    conn.register("incoming", pa.Table.from_batches([RecordConverter(PRODUCTS.schema).to_batch(records)]))
+    try:
+        return merge_rows(conn, PRODUCTS, "incoming")
+    finally:
+        conn.unregister("incoming")
+
+
+def test_merge_keeps_the_newer_updated_at_and_rebuilds_children_of_written_rows_only():
+    conn = duckdb.connect()
+    ensure_table(conn, PRODUCTS)
+    _merge(conn, [_product("prod_a", "2026-05-02T00:00:00Z", "A fresh", {"US": {"status": "approved"}}),
+                  _product("prod_b", "2026-05-01T00:00:00Z", "B old", {"EU": {"status": "under_review", "ce_mark": False}})])
+    written = _merge(conn, [
+        _product("prod_a", "2026-05-01T00:00:00Z", "A stale", {"JP": {"status": "approved"}}),  # older: ignored
+        _product("prod_b", "2026-05-03T00:00:00Z", "B new", {"EU": {"status": "approved", "ce_mark": True}}),  # newer: wins
+        _product("prod_c", "2026-05-01T00:00:00Z", "C", {}),  # new id
+    ])
+    assert written == 2
+    assert dict(conn.execute("SELECT id, name FROM products").fetchall()) == {"prod_a": "A fresh", "prod_b": "B new", "prod_c": "C"}
+    assert sorted(conn.execute("SELECT product_id, market, status, ce_mark FROM product_market_status").fetchall()) == [
+        ("prod_a", "US", "approved", None), ("prod_b", "EU", "approved", True)]
+    # A tie goes to the incoming row.
+    assert _merge(conn, [_product("prod_c", "2026-05-01T00:00:00Z", "C again", {})]) == 1
+    assert conn.execute("SELECT name FROM products WHERE id = 'prod_c'").fetchone() == ("C again",)
+
+
+def test_a_nightly_load_never_overwrites_a_fresher_row_in_the_warehouse(make_service, tmp_path):
+    service = make_service(kols=50, campaigns=2, products=3, signals=4)
+    data_dir = tmp_path / "data"
+    sync(service, data_dir)
+    kol_id = sorted(table_rows(data_dir / "warehouse.duckdb", "kols"))[0]
+    conn = duckdb.connect(str(data_dir / "warehouse.duckdb"))
+    conn.execute("UPDATE kols SET full_name = 'Fresh From Webhook', updated_at = TIMESTAMPTZ '2030-01-01 00:00:00+00' WHERE id = ?", [kol_id])
+    conn.close()
+
+    summary = sync(service, data_dir, partition_key="2026-06-02")
+
+    rows = table_rows(data_dir / "analytics.duckdb", "kols")
+    assert rows[kol_id]["full_name"] == "Fresh From Webhook"
+    assert summary.failed_checks == []
+    assert len(rows) == 50
+
+
+def test_rerunning_a_date_replaces_its_snapshot_and_keeps_tables_identical(make_service, tmp_path):
+    service = make_service(kols=120, campaigns=5, products=5, signals=20)
+    data_dir = tmp_path / "data"
+    sync(service, data_dir)
+    first = warehouse_state(data_dir / "analytics.duckdb")
+    sync(service, data_dir)
+    assert warehouse_state(data_dir / "analytics.duckdb") == first
+    folder = data_dir / "lake" / "kols" / f"snapshot_date={SNAPSHOT_DATE}"
+    assert [p.name for p in folder.iterdir()] == ["data.parquet"]
+    assert query(data_dir / "analytics.duckdb", "SELECT count(DISTINCT snapshot_date), count(*) FROM kols_history") == [(1, 120)]
+
+
+class _Log:
+    def __init__(self):
+        self.messages = []
+
+    def info(self, message):
+        self.messages.append(message)
+
+
+def test_a_second_writer_waits_for_the_warehouse_lock_instead_of_failing(tmp_path):
+    warehouse = WarehouseResource(data_dir=str(tmp_path))
+    holding, release, log = threading.Event(), threading.Event(), _Log()
+
+    def first_writer():
+        with warehouse.writer() as conn:
+            conn.execute("CREATE TABLE t AS SELECT 1 AS x")
+            holding.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=first_writer)
+    thread.start()
+    assert holding.wait(10)
+    result = {}
+
+    def second_writer():
+        with warehouse.writer(log) as conn:
+            result["x"] = conn.execute("SELECT x FROM t").fetchone()[0]
+
+    second = threading.Thread(target=second_writer)
+    second.start()
+    deadline = datetime.now().timestamp() + 10
+    while not any("Waiting for the warehouse lock" in m for m in log.messages):
+        assert datetime.now().timestamp() < deadline, "the second writer never said it waits"
+        threading.Event().wait(0.02)
+    assert "x" not in result
+    release.set()
+    thread.join(10)
+    second.join(10)
+    assert result == {"x": 1}
+    assert query(tmp_path / "analytics.duckdb", "SELECT x FROM t") == [(1,)]
+
+
+def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_schedule():
+    from pipelines.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    names = ("kols", "campaigns", "products", "signals")
+    assert keys == {f"lake/{n}" for n in names} | {f"warehouse/{n}" for n in names} | {"warehouse/kol_details"}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.group_name == key.path[0]
+        assert node.pools == ({"warehouse"} if key.path[0] == "warehouse" else set())
+    schedule = defs.resolve_schedule_def("nightly_sync_schedule")
+    assert schedule.cron_schedule == "0 2 * * *"
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    with dg.instance_for_test() as instance:
+        context = dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime(2026, 11, 23, 2, 0, tzinfo=UTC),
+            repository_def=defs.get_repository_def(),
+        )
+        requests = schedule.evaluate_tick(context).run_requests
+    assert [r.partition_key for r in requests] == ["2026-11-23"]
+
+
+def test_dagster_yaml_queues_runs_and_limits_the_warehouse_pool_to_one(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).parents[2] / "dagster.yaml", tmp_path / "dagster.yaml")
+    instance = dg.DagsterInstance.from_config(str(tmp_path))
+    try:
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        pool_config = instance.get_concurrency_config().pool_config
+        assert pool_config.default_pool_limit == 1
+    finally:
+        instance.dispose()
+
+
+def test_assets_materialize_on_their_own_with_dg_materialize(make_service, tmp_path):
+    from assets.lake import SNAPSHOT_ASSETS
+    from assets.progress import ProgressReporter
+    from assets.warehouse import TABLE_ASSETS
+    from resources.api import CommopsApiResource
+    from resources.warehouse import LakeResource
+
+    service = make_service(products=7)
+    selected = [a for a in SNAPSHOT_ASSETS + TABLE_ASSETS if a.key.path[-1] == "products"]
+    result = dg.materialize(
+        selected,
+        partition_key=SNAPSHOT_DATE,
+        instance=dg.DagsterInstance.ephemeral(),
+        resources={
+            "api": CommopsApiResource(base_url=service.base_url, api_key=service.api_key),
+            "lake": LakeResource(data_dir=str(tmp_path)),
+            "warehouse": WarehouseResource(data_dir=str(tmp_path)),
+            "progress": dg.ResourceDefinition.hardcoded_resource(ProgressReporter()),
+        },
+    )
+    assert result.success
+    assert all(e.passed for e in result.get_asset_check_evaluations())
+    assert query(tmp_path / "analytics.duckdb", "SELECT count(*) FROM products") == [(7,)]
