@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from pipelines.local_commands import demo, ui
+from pipelines.sync_command import sync
 from service.cli import service
 
 
@@ -14,3 +16,10 @@ def main() -> None:
 
 
 main.add_command(service)
+main.add_command(sync)
+main.add_command(demo)
+main.add_command(ui)
+
+
+if __name__ == "__main__":
+    main()

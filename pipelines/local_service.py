@@ -1,0 +1,62 @@
+"""The embedded default source: a seeded local Commercial Operations Service.
+
+`commops demo` and `commops ui` use it when no COMMOPS_BASE_URL is given. The service
+database lives in $COMMOPS_DATA_DIR/service/ with the demo organization's API key beside
+it in a file readable by the owner only (the key is shown once by the service, so the
+demo keeps it to reuse the same database on the next run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from service import admin
+from service.seed import seed
+from service.server import ServiceServer
+from service.settings import ServiceSettings
+from service.store.db import init_db
+
+DEMO_ORG_NAME = "Helix Medical Devices (demo)"
+DEMO_OWNER_EMAIL = "commercial-ops@helix-medical.example"
+
+
+@dataclass(frozen=True)
+class LocalCredentials:
+    org_id: str
+    api_key: str
+
+
+def service_dir(data_dir: Path) -> Path:
+    return data_dir / "service"
+
+
+def ensure_seeded(data_dir: Path, *, kols: int = 200, echo=print) -> tuple[Path, LocalCredentials]:
+    """Create, seed and remember the demo organization once; later calls reuse it."""
+    folder = service_dir(data_dir)
+    db_path = folder / "service.db"
+    credentials_path = folder / "demo-credentials.json"
+    if db_path.exists() and credentials_path.exists():
+        stored = json.loads(credentials_path.read_text())
+        return db_path, LocalCredentials(stored["org_id"], stored["api_key"])
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if db_path.exists():
+        db_path.unlink()  # a database without its key is unusable for the demo: start over
+    init_db(db_path)
+    org_id = admin.create_org(db_path, DEMO_ORG_NAME, "enterprise", owner_email=DEMO_OWNER_EMAIL)
+    api_key = admin.create_key(db_path, org_id, "all")
+    echo(f"Seeding the local service ({db_path}) ...")
+    counts = seed(db_path, org_id, kols=kols)
+    echo("Seeded: " + ", ".join(f"{n:,} {name}" for name, n in counts.items()))
+    fd = os.open(credentials_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump({"org_id": org_id, "api_key": api_key}, handle)
+    return db_path, LocalCredentials(org_id, api_key)
+
+
+def start_local_service(db_path: Path, port: int = 0) -> ServiceServer:
+    """Serve the local database on 127.0.0.1 (rate limits of the demo org's plan apply)."""
+    return ServiceServer(ServiceSettings(db=db_path), port=port).start()
