@@ -22,6 +22,14 @@ def _fmt(value: object, digits: int = 1) -> str:
     return str(value)
 
 
+def _python() -> str:
+    """The interpreter of this environment, relative to the working directory when inside it."""
+    try:
+        return os.path.relpath(sys.executable)
+    except ValueError:
+        return sys.executable
+
+
 def print_summary(summary, console: Console) -> None:
     table = Table(title=f"commops sync {summary.partition_key}: done in {summary.duration_seconds:.1f}s")
     for column in ("asset", "rows", "requests", "429s", "throttled s", "duration s", "note"):
@@ -35,10 +43,9 @@ def print_summary(summary, console: Console) -> None:
     console.print(f"Lake (Parquet):  {summary.lake_path}/<resource>/snapshot_date={summary.partition_key}/", soft_wrap=True)
     console.print(f"Warehouse:       {summary.warehouse_path} (written by the sync only)", soft_wrap=True)
     console.print(f"Analysts query:  {summary.analytics_path}", soft_wrap=True)
-    console.print(f"  duckdb -readonly {summary.analytics_path} \"SELECT tier, count(*) FROM kols GROUP BY tier\"", soft_wrap=True)
     console.print(
-        f"  python -c \"import duckdb; print(duckdb.connect('{summary.analytics_path}', read_only=True)"
-        ".sql('SELECT * FROM signals ORDER BY published_at DESC LIMIT 5'))\"",
+        f"  {_python()} -c \"import duckdb; print(duckdb.connect('{summary.analytics_path}', read_only=True)"
+        ".sql('SELECT tier, count(*) AS kols FROM kols GROUP BY tier ORDER BY tier'))\"",
         soft_wrap=True,
     )
     console.print("  Schema and example queries: docs/analysts.md")
