@@ -48,7 +48,7 @@ class ServiceApp(FastAPI):
         settings: ServiceSettings = self.state.settings
         if settings.faults_enabled:
             stack = FaultInjector(stack, settings)
-        return RequestGate(stack, settings)
+        return RequestGate(stack, settings, self.state.pool)
 
 
 @asynccontextmanager

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from commops_spec.constants import PLANS
 from service import auth
 from service.errors import envelope, error_response, internal_error
 from service.settings import ServiceSettings
+from service.store.db import ConnectionPool
 
 log = logging.getLogger("service")
 
@@ -102,20 +102,12 @@ class RequestGate:
     """ASGI middleware: identify the caller, apply the rate limit, add the headers to
     whatever response follows, and turn any escaped exception into a bare 500 envelope."""
 
-    def __init__(self, app, settings: ServiceSettings):
+    def __init__(self, app, settings: ServiceSettings, pool: ConnectionPool):
         self.app = app
         self.limiter = RateLimiter(
             settings.rate_window_seconds, settings.day_window_seconds, enforce=settings.rate_limits_enabled
         )
-        self._db_path = str(settings.db)
-        self._conn: sqlite3.Connection | None = None
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            from service.store.db import connect
-
-            self._conn = connect(self._db_path)
-        return self._conn
+        self.pool = pool
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -125,7 +117,7 @@ class RequestGate:
         path = scope["path"]
         headers = dict(scope.get("headers") or [])
         token = auth.bearer_token(headers.get(b"authorization", b"").decode("latin-1"))
-        caller = auth.lookup(self._connection(), token) if token else None
+        caller = auth.lookup(self.pool.get(), token) if token else None
         if caller is not None:
             decision = self.limiter.hit(caller.org_id, caller.plan)
         else:

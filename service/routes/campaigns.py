@@ -83,9 +83,9 @@ LIST_PARAMS = [
 async def create_campaign(request: Request) -> Response:
     caller = require_scope(request, "campaigns:write")
     body = (await common.read_body(request, CampaignCreate)).model_dump(mode="json", exclude_none=True)
-    conn = common.db(request)
 
-    def create():
+    def create():  # runs on a worker thread: it takes that thread's connection
+        conn = common.db(request)
         with store_db.transaction(conn):
             return store.create_campaign(conn, caller.org_id, body)
 

@@ -90,9 +90,9 @@ async def create_kol(request: Request) -> Response:
     fields = body.model_dump(exclude_none=True)
     fields.setdefault("tier", "tier_3")
     limit = common.settings(request).kol_limits.get(caller.plan)
-    conn = common.db(request)
 
-    def create():
+    def create():  # runs on a worker thread: it takes that thread's connection
+        conn = common.db(request)
         with store_db.transaction(conn):
             return store.create_kol(conn, caller.org_id, fields, limit)
 
