@@ -104,7 +104,7 @@ def update_event(conn: sqlite3.Connection, org_id: str, event_id: str, changes: 
     conn.execute(f"UPDATE events SET {assignments}, updated_at = ? WHERE id = ?",
                  [*(changes[name] for name in changed), now, event_id])
     if "date" in changed:  # attended events feed last_interaction
-        metrics.refresh_kol_metrics(conn, _attendee_ids(conn, event_id, attended_only=True), now=now)
+        metrics.refresh_kol_metrics(conn, _attended_kol_ids(conn, event_id), now=now)
     event = get_event(conn, org_id, event_id)
     outbox.emit(conn, org_id, "event.updated", {**event, "changed": changed})
     return event
@@ -119,7 +119,7 @@ def cancel_event(conn: sqlite3.Connection, org_id: str, event_id: str) -> dict[s
     if row["status"] == "completed":
         raise ActivityRejected(f"event {event_id} is completed and cannot be cancelled")
     now = now_iso()
-    attended = _attendee_ids(conn, event_id, attended_only=True)
+    attended = _attended_kol_ids(conn, event_id)
     conn.execute("UPDATE events SET status = 'cancelled', updated_at = ? WHERE id = ?", (now, event_id))
     conn.execute("UPDATE event_attendees SET attended = 0, updated_at = ? WHERE event_id = ? AND attended = 1",
                  (now, event_id))
@@ -250,8 +250,8 @@ def _existing_attendee(conn: sqlite3.Connection, event_id: str, kol_id: str) -> 
     return row
 
 
-def _attendee_ids(conn: sqlite3.Connection, event_id: str, *, attended_only: bool) -> list[str]:
-    sql = "SELECT kol_id FROM event_attendees WHERE event_id = ?" + (" AND attended = 1" if attended_only else "")
+def _attended_kol_ids(conn: sqlite3.Connection, event_id: str) -> list[str]:
+    sql = "SELECT kol_id FROM event_attendees WHERE event_id = ? AND attended = 1"
     return [r[0] for r in conn.execute(sql, (event_id,))]
 
 

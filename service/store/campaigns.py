@@ -177,7 +177,8 @@ def create_campaign(conn: sqlite3.Connection, org_id: str, body: dict[str, Any])
     _check_variables(email)
     product_ids = list(dict.fromkeys(body.get("products") or []))
     if product_ids:
-        unknown = [p for p in product_ids if p not in product_store.existing_ids(conn, org_id, product_ids)]
+        known = product_store.existing_ids(conn, org_id, product_ids)
+        unknown = [p for p in product_ids if p not in known]
         if unknown:
             raise CampaignRejected("products", "unknown_ids", f"Unknown product ids: {', '.join(unknown[:20])}",
                                    ids=unknown)

@@ -47,7 +47,7 @@ def test_a_write_from_another_connection_invalidates_remembered_pages_and_counts
     with transaction(writer):
         first = expected(conn, org, "full_name", "asc")[0]
         kols.archive_kol(writer, org, first)
-        kols.create_kol(writer, org, {"full_name": "Aaron First", "specialties": ["x"]}, None)
+        kols.create_kol(writer, org, {"full_name": "Zz Last", "specialties": ["x"]}, None)  # shifts every later page
     writer.close()
     items, total = kols.list_kols(conn, org, page=4, per_page=10, sort="full_name", order="asc")
     assert total == 45
