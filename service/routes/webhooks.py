@@ -8,8 +8,6 @@ subscribes to, so managing one needs the read scope of each event group involved
 from __future__ import annotations
 
 import ipaddress
-import json
-import sqlite3
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -24,7 +22,7 @@ from commops_spec.constants import EVENTS
 from service import auth
 from service.errors import ApiError, invalid, not_found
 from service.routes import schemas
-from service.routes.common import errors, read_body, request_body
+from service.routes.common import db, errors, json_response, read_body, request_body
 from service.routes.query import Param, page_params, parse
 from service.store import webhooks as store
 from service.store.db import new_id, to_iso, transaction
@@ -231,11 +229,11 @@ def _create(request: Request, body: CreateWebhook) -> Response:
     caller = _require_event_scopes(request, events)
     url = _valid_url(body.url, _config(request))
     secret = _valid_secret(body.secret) if body.secret is not None else generate_secret()
-    conn = _conn(request)
+    conn = db(request)
     with transaction(conn):
         created = store.create_webhook(conn, caller.org_id, url, events, secret)
     # The only time the secret leaves the service.
-    return _json({"data": {**created, "secret": secret}}, 201)
+    return json_response({"data": {**created, "secret": secret}}, 201)
 
 
 @router.get(
@@ -248,10 +246,10 @@ def list_webhooks(request: Request) -> Response:
         _require_event_scopes(request, ["kol.created"])
     paging = parse(request, page_params())
     page_number, size = paging["page"], paging["per_page"]
-    webhooks = store.list_webhooks(_conn(request), caller.org_id)
+    webhooks = store.list_webhooks(db(request), caller.org_id)
     visible = [webhook for webhook in webhooks if _scopes_for(webhook["events"]) <= caller.scopes]
     items = visible[(page_number - 1) * size : page_number * size]
-    return _json({"data": items, "meta": {"page": page_number, "per_page": size, "total": len(visible)}})
+    return json_response({"data": items, "meta": {"page": page_number, "per_page": size, "total": len(visible)}})
 
 
 @router.patch(
@@ -270,19 +268,19 @@ def _update(request: Request, webhook_id: str, body: UpdateWebhook) -> Response:
         raise invalid("body", "missing", "Send events and/or enabled")
     events = _valid_events(body.events) if body.events is not None else None
     caller, _ = _owned_webhook(request, webhook_id, extra_events=events or ())
-    conn = _conn(request)
+    conn = db(request)
     with transaction(conn):
         updated = store.update_webhook(conn, caller.org_id, webhook_id, events=events, enabled=body.enabled)
-    return _json({"data": updated})
+    return json_response({"data": updated})
 
 
 @router.delete("/v1/webhooks/{webhook_id}", response_model=WebhookDeleted, responses=_errors(403, 404))
 def delete_webhook(request: Request, webhook_id: str) -> Response:
     caller, _ = _owned_webhook(request, webhook_id)
-    conn = _conn(request)
+    conn = db(request)
     with transaction(conn):
         store.delete_webhook(conn, caller.org_id, webhook_id)
-    return _json({"data": {"id": webhook_id, "deleted": True}})
+    return json_response({"data": {"id": webhook_id, "deleted": True}})
 
 
 @router.post(
@@ -302,9 +300,9 @@ async def test_webhook(request: Request, webhook_id: str) -> Response:
         outcome = await attempt(client, config, target["url"], target["secret"], event_id, payload)
     record = store.AttemptRecord(new_id(store.DELIVERY_PREFIX, 20), webhook_id, outcome)
     await run_in_threadpool(
-        lambda: store.record_test_delivery(_conn(request), caller.org_id, event_id, body.event, payload, record)
+        lambda: store.record_test_delivery(db(request), caller.org_id, event_id, body.event, payload, record)
     )
-    return _json(
+    return json_response(
         {
             "data": {
                 "delivery_id": record.delivery_id,
@@ -332,7 +330,7 @@ def list_deliveries(request: Request, webhook_id: str) -> Response:
     caller, _ = _owned_webhook(request, webhook_id)
     query = parse(request, DELIVERY_PARAMS)
     items, total = store.list_deliveries(
-        _conn(request),
+        db(request),
         caller.org_id,
         webhook_id,
         statuses=query["status"],
@@ -340,7 +338,7 @@ def list_deliveries(request: Request, webhook_id: str) -> Response:
         page=query["page"],
         per_page=query["per_page"],
     )
-    return _json({"data": items, "meta": {"page": query["page"], "per_page": query["per_page"], "total": total}})
+    return json_response({"data": items, "meta": {"page": query["page"], "per_page": query["per_page"], "total": total}})
 
 
 @router.get(
@@ -349,10 +347,10 @@ def list_deliveries(request: Request, webhook_id: str) -> Response:
 def get_delivery(request: Request, webhook_id: str, delivery_id: str) -> Response:
     caller, _ = _owned_webhook(request, webhook_id)
     try:
-        delivery = store.get_delivery(_conn(request), caller.org_id, webhook_id, delivery_id)
+        delivery = store.get_delivery(db(request), caller.org_id, webhook_id, delivery_id)
     except store.DeliveryNotFound:
         raise not_found("delivery", delivery_id) from None
-    return _json({"data": delivery})
+    return json_response({"data": delivery})
 
 
 @router.post(
@@ -362,7 +360,7 @@ def get_delivery(request: Request, webhook_id: str, delivery_id: str) -> Respons
 )
 def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Response:
     caller, _ = _owned_webhook(request, webhook_id)
-    conn = _conn(request)
+    conn = db(request)
     try:
         with transaction(conn):
             count = store.redeliver(conn, caller.org_id, webhook_id, delivery_id=delivery_id)
@@ -376,7 +374,7 @@ def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Respon
             "this one is still queued or is a test delivery",
             {"id": delivery_id},
         )
-    return _json({"data": store.get_delivery(conn, caller.org_id, webhook_id, delivery_id)})
+    return json_response({"data": store.get_delivery(conn, caller.org_id, webhook_id, delivery_id)})
 
 
 @router.post(
@@ -395,11 +393,11 @@ def _redeliver_failed(request: Request, webhook_id: str, body: RedeliverSince) -
     if body.since.tzinfo is None:
         raise invalid("since", "timezone_required", "since needs a time zone, e.g. 2026-11-20T00:00:00Z")
     caller, _ = _owned_webhook(request, webhook_id)
-    conn = _conn(request)
+    conn = db(request)
     with transaction(conn):
         count = store.redeliver(conn, caller.org_id, webhook_id, since=to_iso(body.since))
         webhook = store.get_webhook(conn, caller.org_id, webhook_id)
-    return _json({"data": {"webhook": webhook, "requeued": count}})
+    return json_response({"data": {"webhook": webhook, "requeued": count}})
 
 
 # ---------------------------------------------------------------- validation
@@ -420,9 +418,7 @@ def _valid_events(events: list[str], field: str = "events") -> list[str]:
 
 
 def _valid_url(url: str, config: WebhookConfig) -> str:
-    if len(url) > MAX_URL_LENGTH:
-        raise invalid("url", "too_long", f"url is longer than {MAX_URL_LENGTH} characters")
-    try:
+    try:  # the length is checked by the Url type
         parsed = httpx.URL(url)
     except httpx.InvalidURL:
         parsed = None
@@ -447,7 +443,7 @@ def _obviously_private(host: str) -> bool:
 
 
 def _valid_secret(secret: str) -> str:
-    if not MIN_SECRET_LENGTH <= len(secret) <= MAX_SECRET_LENGTH:
+    if len(secret) < MIN_SECRET_LENGTH:  # the Secret type checks the upper bound
         raise invalid(
             "secret",
             "invalid_length",
@@ -476,7 +472,7 @@ def _owned_webhook(
     """The caller's webhook (404 for another organization's), checking the scopes it needs."""
     caller = auth.principal(request)
     try:
-        webhook = store.get_webhook(_conn(request), caller.org_id, webhook_id)
+        webhook = store.get_webhook(db(request), caller.org_id, webhook_id)
     except store.WebhookNotFound:
         raise not_found("webhook", webhook_id) from None
     _require_event_scopes(request, [*webhook["events"], *extra_events])
@@ -486,14 +482,10 @@ def _owned_webhook(
 def _test_target(request: Request, webhook_id: str, event: str) -> tuple[auth.Principal, dict[str, Any]]:
     """The caller and the webhook's url and secret, checking the scopes of its events and of `event`."""
     caller, _ = _owned_webhook(request, webhook_id, extra_events=[event])
-    return caller, store.get_webhook_target(_conn(request), caller.org_id, webhook_id)
+    return caller, store.get_webhook_target(db(request), caller.org_id, webhook_id)
 
 
 # ---------------------------------------------------------------- plumbing
-
-
-def _conn(request: Request) -> sqlite3.Connection:
-    return request.app.state.pool.get()
 
 
 def _config(request: Request) -> WebhookConfig:
@@ -502,6 +494,3 @@ def _config(request: Request) -> WebhookConfig:
         config = request.app.state.webhook_config = WebhookConfig.from_settings(request.app.state.settings)
     return config
 
-
-def _json(body: dict[str, Any], status: int = 200) -> Response:
-    return Response(json.dumps(body), status_code=status, media_type="application/json")

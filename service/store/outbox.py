@@ -25,14 +25,7 @@ def emit(conn: sqlite3.Connection, org_id: str, event: str, data: dict[str, Any]
         raise RuntimeError("outbox.emit must run inside the transaction of the change it reports")
     event_id = new_id(ID_PREFIXES["webhook_event"], 20)
     created_at = now_iso()
-    payload = {
-        "id": event_id,
-        "event": event,
-        "created_at": created_at,
-        "data": data,
-        "organization_id": org_id,
-    }
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    body = event_body(event_id, event, created_at, data, org_id)
     cursor = conn.execute(
         "INSERT INTO webhook_events (id, org_id, event, payload, created_at) VALUES (?, ?, ?, ?, ?)",
         (event_id, org_id, event, body, created_at),
@@ -40,3 +33,9 @@ def emit(conn: sqlite3.Connection, org_id: str, event: str, data: dict[str, Any]
     # Deliveries are created in the same transaction, so they exist exactly when the event does.
     webhooks.fan_out(conn, org_id, event, cursor.lastrowid, event_id, created_at)
     return event_id
+
+
+def event_body(event_id: str, event: str, created_at: str, data: dict[str, Any], org_id: str) -> bytes:
+    """The exact bytes of a part 6 payload, as stored, sent and signed."""
+    payload = {"id": event_id, "event": event, "created_at": created_at, "data": data, "organization_id": org_id}
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()

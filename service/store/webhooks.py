@@ -181,9 +181,6 @@ class Claimed:
     id: str
     webhook_id: str
     event_id: str
-    event: str
-    attempts: int
-    failures: int
     body: bytes
     url: str
     secret: str
@@ -204,34 +201,23 @@ def webhooks_with_due_work(conn: sqlite3.Connection, now: str) -> list[str]:
 def claim_due(
     conn: sqlite3.Connection, webhook_id: str, owner: str, now: str, lease_until: str, limit: int
 ) -> list[Claimed]:
-    """Lease up to `limit` due deliveries of one webhook, oldest first (safe with several workers)."""
+    """Lease up to `limit` due deliveries of one webhook, oldest first (safe with several workers:
+    the IMMEDIATE transaction holds the write lock from the read to the lease)."""
     with transaction(conn):
-        ids = [
-            row["id"]
-            for row in conn.execute(
-                "SELECT id FROM webhook_deliveries"
-                " WHERE status = 'pending' AND webhook_id = ? AND next_attempt_at <= ?"
-                "   AND (lease_until IS NULL OR lease_until < ?)"
-                " ORDER BY next_attempt_at, event_seq LIMIT ?",
-                (webhook_id, now, now, limit),
-            )
-        ]
-        if not ids:
-            return []
-        conn.executemany(
-            "UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ? WHERE id = ?",
-            [(owner, lease_until, delivery_id) for delivery_id in ids],
-        )
         rows = conn.execute(
-            "SELECT d.id, d.webhook_id, d.event_id, d.event, d.attempts, d.failures,"
-            "       coalesce(d.test_payload, e.payload) AS body, w.url, w.secret"
+            "SELECT d.id, d.webhook_id, d.event_id, coalesce(d.test_payload, e.payload) AS body, w.url, w.secret"
             " FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id"
             " LEFT JOIN webhook_events e ON e.seq = d.event_seq"
-            " WHERE d.id IN (SELECT value FROM json_each(?))"
-            " ORDER BY d.next_attempt_at, d.event_seq",
-            (json.dumps(ids),),
+            " WHERE d.status = 'pending' AND d.webhook_id = ? AND d.next_attempt_at <= ?"
+            "   AND (d.lease_until IS NULL OR d.lease_until < ?)"
+            " ORDER BY d.next_attempt_at, d.event_seq LIMIT ?",
+            (webhook_id, now, now, limit),
         ).fetchall()
-    return [Claimed(**{key: row[key] for key in row.keys()}) for row in rows]
+        conn.executemany(
+            "UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ? WHERE id = ?",
+            [(owner, lease_until, row["id"]) for row in rows],
+        )
+    return [Claimed(**dict(row)) for row in rows]
 
 
 def release_leases(conn: sqlite3.Connection, owner: str) -> None:
@@ -275,12 +261,6 @@ def record_attempts(
     """
     with transaction(conn):
         return [_record_one(conn, attempt, retry_delay, now) for attempt in attempts]
-
-
-def record_attempt(
-    conn: sqlite3.Connection, attempt: AttemptRecord, retry_delay: Callable[[int], float], now: datetime
-) -> str:
-    return record_attempts(conn, [attempt], retry_delay, now)[0]
 
 
 def _record_one(

@@ -79,12 +79,15 @@ async def attempt(
 
 
 async def _read_capped(response: httpx.Response, limit: int) -> str:
-    received = bytearray()
+    """Read the answer up to `limit` bytes (so the connection can be reused); keep only its start."""
+    head, seen = bytearray(), 0
     async for chunk in response.aiter_raw():
-        received += chunk
-        if len(received) >= limit:
+        if len(head) < _EXCERPT_CHARS:
+            head += chunk[: _EXCERPT_CHARS - len(head)]
+        seen += len(chunk)
+        if seen >= limit:
             break
-    return bytes(received[:_EXCERPT_CHARS]).decode("utf-8", "replace")
+    return bytes(head).decode("utf-8", "replace")
 
 
 def _transport_error(exc: httpx.TransportError) -> str:

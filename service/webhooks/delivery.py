@@ -43,9 +43,9 @@ _CLAIM_DEPTH = 4  # claim up to this many deliveries per attempt slot, so lanes 
 
 
 class DeliveryWorker:
-    def __init__(self, config: WebhookConfig, schedule: RetrySchedule | None = None):
+    def __init__(self, config: WebhookConfig):
         self.config = config
-        self.schedule = schedule or RetrySchedule(config.time_scale, config.jitter)
+        self.schedule = RetrySchedule(config.time_scale, config.jitter)
         self.owner = f"worker_{secrets.token_hex(6)}"
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

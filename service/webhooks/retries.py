@@ -12,10 +12,10 @@ from commops_spec.constants import WEBHOOK_RETRY_DELAYS_SECONDS
 
 
 class RetrySchedule:
-    def __init__(self, time_scale: float = 1.0, jitter: float = 0.1, rng: random.Random | None = None):
+    def __init__(self, time_scale: float = 1.0, jitter: float = 0.1):
         self.time_scale = time_scale
         self.jitter = jitter
-        self._rng = rng or random.Random()
+        self._rng = random.Random()
 
     def delay_after(self, failures: int) -> float:
         """Seconds to wait after the `failures`-th failed attempt (1-based) before the next one."""

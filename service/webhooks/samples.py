@@ -6,12 +6,11 @@ receiver can tell a test from a real change.
 
 from __future__ import annotations
 
-import copy
-import json
 from typing import Any
 
 from commops_spec.constants import ID_PREFIXES
 from service.store.db import new_id, now_iso
+from service.store.outbox import event_body
 
 _KOL = {
     "id": "kol_sample0000000001",
@@ -131,11 +130,4 @@ def _sample_data(event: str) -> dict[str, Any]:
 def sample_payload(org_id: str, event: str) -> tuple[str, bytes]:
     """(event id, exact body bytes) of a test event, in the part 6 payload shape."""
     event_id = new_id(ID_PREFIXES["webhook_event"], 20)
-    payload = {
-        "id": event_id,
-        "event": event,
-        "created_at": now_iso(),
-        "data": copy.deepcopy(_sample_data(event)),
-        "organization_id": org_id,
-    }
-    return event_id, json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    return event_id, event_body(event_id, event, now_iso(), _sample_data(event), org_id)
