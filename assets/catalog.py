@@ -27,9 +27,12 @@ class ChildTable:
 
     name: str
     description: str
-    parent_key: str
-    columns: tuple[tuple[str, str, str], ...]
+    columns: tuple[tuple[str, str, str], ...]  # the first is the parent's id
     select_sql: str
+
+    @property
+    def parent_key(self) -> str:
+        return self.columns[0][0]
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,6 @@ PRODUCTS = ResourceSpec(
         ChildTable(
             name="product_market_status",
             description="Regulatory status of each product per market, flattened from products.market_status.",
-            parent_key="product_id",
             columns=(
                 ("product_id", "VARCHAR", "Product identifier (products.id)"),
                 ("market", "VARCHAR", "Market code (US, EU, CN, JP, IN)"),
@@ -124,7 +126,6 @@ SIGNALS = ResourceSpec(
         ChildTable(
             name="signal_product_relevance",
             description="Products each signal is relevant to, flattened from signals.product_relevance.",
-            parent_key="signal_id",
             columns=(
                 ("signal_id", "VARCHAR", "Signal identifier (signals.id)"),
                 ("product_id", "VARCHAR", "Product identifier (products.id)"),

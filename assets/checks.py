@@ -59,7 +59,14 @@ def run_snapshot_checks(
     conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, relation: str, api_total: int | None
 ) -> list[dg.AssetCheckResult]:
     """Checks over a snapshot; `relation` is a SQL table expression (e.g. read_parquet(...))."""
-    rows = _scalar(conn, f"SELECT count(*) FROM {relation}")
+    # One scan for the row count and every required column's NULLs.
+    counts = conn.execute(
+        "SELECT count(*)"
+        + "".join(f", count(*) FILTER (WHERE t.{column} IS NULL)" for column in spec.required)
+        + f" FROM {relation} AS t"
+    ).fetchone()
+    rows = int(counts[0])
+    null_counts = dict(zip(spec.required, map(int, counts[1:]), strict=True))
     results = [
         dg.AssetCheckResult(
             check_name=ROW_COUNT,
@@ -68,10 +75,6 @@ def run_snapshot_checks(
         ),
         _id_check(conn, spec, relation),
     ]
-    null_counts = {
-        column: _scalar(conn, f"SELECT count(*) FROM {relation} AS t WHERE t.{column} IS NULL")
-        for column in spec.required
-    }
     results.append(
         dg.AssetCheckResult(
             check_name=REQUIRED,

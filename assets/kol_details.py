@@ -16,7 +16,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from assets.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
-from assets.metadata import RunStats, markdown_preview
+from assets.metadata import markdown_preview, request_metadata
 from assets.partitions import DAILY
 from assets.progress import ProgressReporter
 from assets.records import RecordConverter
@@ -47,7 +47,7 @@ def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, li
         ids = [
             row[0]
             for row in conn.execute(
-                f"SELECT k.id FROM {KOLS.table} k WHERE k.id IN ({PENDING_SQL}) ORDER BY k.updated_at, k.id LIMIT {int(limit)}"
+                f"{PENDING_SQL} ORDER BY k.updated_at, k.id LIMIT {int(limit)}"
             ).fetchall()
         ]
     return ids, int(total)
@@ -73,41 +73,37 @@ def kol_details(
 ) -> dg.MaterializeResult:
     started = time.monotonic()
     client = api.client
-    before = RunStats.of(client)
-    budget_left = max(0, api.max_requests_per_run - client.stats.requests)
+    before = client.stats
+    budget_left = max(0, api.max_requests_per_run - before.requests)
     ids, pending = _pending(warehouse, context, min(config.limit, budget_left))
     fetched, stopped_by = 0, None
-    if ids:
-        staging = lake.new_staging_dir(KOL_DETAILS.name, context.partition_key)
-        try:
+    staging = lake.new_staging_dir(KOL_DETAILS.name, context.partition_key) if ids else None
+    try:
+        if staging is not None:
             fetched, stopped_by = _fetch(context, client, ids, staging / "details.parquet", progress)
-            with warehouse.writer(context.log) as conn:
-                ensure_table(conn, KOL_DETAILS)
-                if fetched:
-                    merge_rows(conn, KOL_DETAILS, read_parquet(staging / "details.parquet"))
-                rows = conn.execute(f"SELECT count(*) FROM {KOL_DETAILS.table}").fetchone()[0]
-                preview = markdown_preview(conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    else:
         with warehouse.writer(context.log) as conn:
             ensure_table(conn, KOL_DETAILS)
+            if fetched:
+                merge_rows(conn, KOL_DETAILS, read_parquet(staging / "details.parquet"))
             rows = conn.execute(f"SELECT count(*) FROM {KOL_DETAILS.table}").fetchone()[0]
             preview = markdown_preview(conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     remaining = pending - fetched
     if config.limit <= 0:
         context.log.info(f"KOL details: enrichment skipped (limit 0); {pending} pending")
     elif remaining:
         why = stopped_by or f"limit {config.limit} per run (COMMOPS_ENRICH_DETAILS_LIMIT), budget left {budget_left}"
         context.log.warning(f"KOL details: {fetched} fetched, {remaining} still pending ({why}); the next run continues")
-    stats = RunStats.of(client).since(before)
+    stats = client.stats - before
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": int(rows),
             "details_fetched": fetched,
             "pending_before": pending,
             "pending_remaining": remaining,
-            **stats.metadata(),
+            **request_metadata(stats),
             "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
             "preview": dg.MetadataValue.md(preview),
         }

@@ -7,6 +7,7 @@ into place: a crashed run leaves no partial snapshot, a re-run replaces the date
 """
 
 
+import functools
 import shutil
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 
 from assets import checks
 from assets.catalog import CATALOG, ResourceSpec
-from assets.metadata import RunStats, markdown_preview
+from assets.metadata import markdown_preview, request_metadata
 from assets.partitions import DAILY
 from assets.progress import ProgressReporter
 from assets.records import RecordConverter
@@ -123,14 +124,14 @@ def snapshot(
     """Page every walk of `spec` into a staged snapshot, check it, publish it."""
     snapshot_date = context.partition_key
     client = api.client
-    started, before = time.monotonic(), RunStats.of(client)
+    started, before = time.monotonic(), client.stats
     staging = lake.new_staging_dir(spec.name, snapshot_date)
     writer = SnapshotWriter(staging, spec)
     try:
         for params, defaults in zip(spec.walks, spec.walk_defaults, strict=True):
             label = _walk_label(spec, params)
             converter = RecordConverter(spec.schema, defaults=defaults)
-            for page in client.list_all(spec.path, dict(params), sort=spec.sort, progress=_progress_callback(progress, label)):
+            for page in client.list_all(spec.path, dict(params), sort=spec.sort, progress=functools.partial(progress.pages, label)):
                 writer.write_page(page, converter)
             writer.end_walk(client.last_total or 0, set(client.last_vanished_ids))
             progress.finished(label)
@@ -146,27 +147,20 @@ def snapshot(
         writer.abort()
         raise
     final = lake.publish(staging, spec.name, snapshot_date)
-    stats = RunStats.of(client).since(before)
+    stats = client.stats - before
     context.log.info(f"{spec.name}: {rows} rows -> {final} ({stats.requests} requests)")
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": rows,
             "api_total": writer.expected_rows,
             "rows_fetched": writer.rows_written,
-            **stats.metadata(),
+            **request_metadata(stats),
             "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
             "path": dg.MetadataValue.path(str(final)),
             "preview": dg.MetadataValue.md(preview),
         },
         check_results=check_results,
     )
-
-
-def _progress_callback(progress: ProgressReporter, label: str):
-    def callback(done: int, total: int | None = None, *_: Any) -> None:
-        progress.pages(label, done, total)
-
-    return callback
 
 
 def build_snapshot_asset(spec: ResourceSpec) -> dg.AssetsDefinition:

@@ -43,10 +43,7 @@ BARE = """
 import json, math, resource, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import httpx
-base_url, key, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
-# The sync's walks and sorts (assets/catalog.py), so both read the same pages the same way.
-walks = [("/kols", {"is_archived": "false", "sort": "created_at"}), ("/kols", {"is_archived": "true", "sort": "created_at"}),
-         ("/campaigns", {"sort": "created_at"}), ("/products", {"sort": "created_at"}), ("/signals", {"sort": "fetched_at"})]
+base_url, key, concurrency, walks = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 started = time.perf_counter()
 pages = 0
 with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60,
@@ -75,6 +72,14 @@ assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duratio
 print(json.dumps({"seconds": time.perf_counter() - started, "failed_checks": summary.failed_checks, "assets": assets,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
+
+
+def _catalog_walks() -> str:
+    """The sync's walks and sorts (assets/catalog.py), so both loops read the same pages the same way."""
+    sys.path.insert(0, str(ROOT))
+    from assets.catalog import CATALOG
+
+    return json.dumps([(s.path, {**walk, "sort": s.sort}) for s in CATALOG for walk in s.walks])
 
 
 def _child(code: str, *args: str) -> dict:
@@ -117,10 +122,11 @@ def main() -> None:
                                   stdout=subprocess.PIPE, text=True)
         try:
             base_url = server.stdout.readline().strip()
-            _child(BARE, base_url, key, str(CONCURRENCY))  # warm-up: the service's caches, not measured
+            walks = _catalog_walks()
+            _child(BARE, base_url, key, str(CONCURRENCY), walks)  # warm-up: the service's caches, not measured
             bare, syncs = [], []
             for run in range(args.runs):
-                bare.append(_child(BARE, base_url, key, str(CONCURRENCY)))
+                bare.append(_child(BARE, base_url, key, str(CONCURRENCY), walks))
                 data_dir = tmp_path / f"data-{run}"
                 syncs.append(_child(SYNC, base_url, key, str(data_dir), "0", str(CONCURRENCY)))
                 print(f"run {run + 1}: bare {bare[-1]['seconds']:.1f}s ({bare[-1]['pages']} pages), "

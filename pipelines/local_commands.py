@@ -22,29 +22,19 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def demo(data_dir: str | None, kols: int) -> None:
     """Seed and start the local service, run the full nightly sync against it, show where the data is."""
     from pipelines.local_service import ensure_seeded, start_local_service
-    from pipelines.sync import SyncError, run_sync
-    from pipelines.sync_command import print_summary
+    from pipelines.sync_command import run_and_report
 
     console = Console(width=None if sys.stdout.isatty() else 160)
     data = settings.data_dir(data_dir)
-    db_path, credentials = ensure_seeded(data, kols=kols, echo=lambda line: console.print(line))
+    db_path, credentials = ensure_seeded(data, kols=kols, echo=console.print)
     server = start_local_service(db_path)
     console.print(f"Local service: {server.base_url} (database {db_path})")
     try:
-        summary = run_sync(
-            base_url=server.base_url,
-            api_key=credentials.api_key,
-            data_dir=data,
-            progress=sys.stderr.isatty(),
+        run_and_report(
+            "demo", base_url=server.base_url, api_key=credentials.api_key, data_dir=data, progress=sys.stderr.isatty()
         )
-    except SyncError as error:
-        click.echo(f"commops demo failed: {error}", err=True)
-        sys.exit(1)
     finally:
         server.stop()
-    print_summary(summary, console)
-    if summary.failed_checks:
-        sys.exit(2)
 
 
 @click.command("ui")

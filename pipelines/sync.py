@@ -90,10 +90,11 @@ def run_sync(
     enrich_details_limit: int | None = None,
     instance: dg.DagsterInstance | None = None,
     max_concurrency: int = 4,
+    api_key_env: str = settings.API_KEY_ENV,
 ) -> SyncSummary:
     """Run `nightly_sync` in this process for `partition_key` (default: today in COMMOPS_TIMEZONE)."""
     base_url = settings.require_env(settings.BASE_URL_ENV, base_url)
-    api_key = settings.require_env(settings.API_KEY_ENV, api_key)
+    api_key = settings.require_env(api_key_env, api_key)
     data = settings.data_dir(str(data_dir) if data_dir else None)
     partition_key = partition_key or today_partition()
     if not DAILY.has_partition_key(partition_key):

@@ -60,31 +60,35 @@ def print_summary(summary, console: Console) -> None:
 @click.option("--no-progress", is_flag=True, help="No progress bars (also off when stderr is not a terminal).")
 def sync(partition_key, base_url, api_key_env, data_dir, enrich_limit, no_progress) -> None:
     """Run the nightly sync now, in this process: API -> Parquet lake -> DuckDB warehouse -> analytics.duckdb."""
+    run_and_report(
+        "sync",
+        partition_key=partition_key,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        data_dir=data_dir,
+        progress=not no_progress and sys.stderr.isatty(),
+        enrich_details_limit=enrich_limit,
+    )
+
+
+def run_and_report(command: str, **run_kwargs) -> None:
+    """Run the sync in-process and print its summary; on failure one line and exit 1 (2 when checks failed)."""
     try:
         from pipelines.sync import SyncError, run_sync  # reads COMMOPS_TIMEZONE at import
     except settings.MissingSettingError as error:
-        click.echo(f"commops sync failed: {error}", err=True)
+        click.echo(f"commops {command} failed: {error}", err=True)
         sys.exit(1)
 
     console = Console(width=None if sys.stdout.isatty() else 160)
     try:
-        base_url = settings.require_env(settings.BASE_URL_ENV, base_url or os.environ.get(settings.BASE_URL_ENV))
-        api_key = settings.require_env(api_key_env, os.environ.get(api_key_env))
-        summary = run_sync(
-            partition_key=partition_key,
-            base_url=base_url,
-            api_key=api_key,
-            data_dir=data_dir,
-            progress=not no_progress and sys.stderr.isatty(),
-            enrich_details_limit=enrich_limit,
-        )
+        summary = run_sync(**run_kwargs)
     except (settings.MissingSettingError, SyncError) as error:
-        click.echo(f"commops sync failed: {error}", err=True)
+        click.echo(f"commops {command} failed: {error}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
-        click.echo("commops sync interrupted: no partial snapshot was published", err=True)
+        click.echo(f"commops {command} interrupted: no partial snapshot was published", err=True)
         sys.exit(130)
     print_summary(summary, console)
     if summary.failed_checks:
-        click.echo(f"commops sync: {len(summary.failed_checks)} data-quality check(s) failed", err=True)
+        click.echo(f"commops {command}: {len(summary.failed_checks)} data-quality check(s) failed", err=True)
         sys.exit(2)

@@ -8,20 +8,9 @@ import sys
 from pathlib import Path
 
 from tests.pipeline.sync_support import sync
+from tests.pipeline.test_api_client_support import add_kols
 
 ANALYST = Path(__file__).with_name("analyst_process.py")
-
-
-def _create_kols(service, n: int) -> None:
-    from service.store import db, kols
-
-    conn = service.connect()
-    try:
-        for i in range(n):
-            with db.transaction(conn):
-                kols.create_kol(conn, service.org_id, {"full_name": f"Analyst Test {i}", "specialties": ["oncology"]}, None)
-    finally:
-        conn.close()
 
 
 def test_an_analyst_holding_analytics_open_never_breaks_a_sync_and_sees_new_data_after_reconnecting(make_service, tmp_path):
@@ -36,9 +25,9 @@ def test_an_analyst_holding_analytics_open_never_breaks_a_sync_and_sees_new_data
     )
     try:
         assert analyst.stdout.readline().strip() == "ready"
-        _create_kols(service, 7)
+        add_kols(service, 7)
         second = sync(service, data_dir, partition_key="2026-06-02")
-        _create_kols(service, 3)
+        add_kols(service, 3)
         third = sync(service, data_dir, partition_key="2026-06-03")
     finally:
         stop.touch()

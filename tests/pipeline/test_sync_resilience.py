@@ -9,10 +9,10 @@ import sys
 import time
 from types import SimpleNamespace
 
-import duckdb
 
 from assets.catalog import CATALOG, KOLS
 from assets.progress import ProgressReporter
+from tests.pipeline.test_api_client_support import add_kols, archive_kols
 from tests.pipeline.sync_support import (
     SNAPSHOT_DATE,
     api_items,
@@ -78,19 +78,8 @@ class _MutateDuringFirstPage(ProgressReporter):
     def pages(self, task, done, total):
         if task == "kols is_archived=false" and not self.done:
             self.done = True
-            from service.store import db, kols
-
-            conn = self.service.connect()
-            try:
-                for i in range(5):
-                    with db.transaction(conn):
-                        self.created.append(kols.create_kol(conn, self.service.org_id,
-                                                            {"full_name": f"New While Paging {i}", "specialties": ["cardiology"]}, None)["id"])
-                for kol_id in self.archive_ids:
-                    with db.transaction(conn):
-                        kols.archive_kol(conn, self.service.org_id, kol_id)
-            finally:
-                conn.close()
+            self.created = add_kols(self.service, 5)
+            archive_kols(self.service, self.archive_ids)
 
 
 def test_sync_is_exact_when_kols_are_created_and_archived_while_paging(make_service, tmp_path):
