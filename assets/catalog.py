@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from assets import schemas
+from assets.schemas import FETCHED_AT
 from commops_spec import constants as c
 
 
@@ -42,12 +43,16 @@ class ResourceSpec:
     id_prefix: str
     schema: pa.Schema
     description: str
-    walks: tuple[dict[str, str], ...] = ({},)  # one list_all per params dict, results unioned
+    walks: tuple[dict[str, str], ...] = ({},)  # one client walk per params dict, results unioned
     walk_defaults: tuple[dict[str, Any], ...] = ({},)  # values filled per walk when a record lacks them
+    # The field that grows as rows are created: walks sort by it ascending, and it tells which rows
+    # were created during a walk (on the server's clock).
     sort: str | None = "created_at"
     key: str = "id"
-    incremental_field: str = "updated_at"  # merges keep the row with the newer value
-    required: tuple[str, ...] = ("id",)
+    # The version of a row, compared field by field (a NULL on either side defers to the next field):
+    # merges keep the newer version. FETCHED_AT (when this process received the row) is the last word.
+    version: tuple[str, ...] = (FETCHED_AT,)
+    required: tuple[str, ...] = ("id",)  # fields the spec guarantees; every other field may be absent
     enums: dict[str, tuple[str, ...]] = field(default_factory=dict)  # SQL expression -> allowed values
     # SQL expression over the table aliased `t` yielding referenced product ids, one per row (unnest)
     product_refs: str | None = None
@@ -70,7 +75,9 @@ KOLS = ResourceSpec(
     description="Key opinion leaders, active and archived (list shape of GET /v1/kols), one row per KOL.",
     walks=({"is_archived": "false"}, {"is_archived": "true"}),
     walk_defaults=({"is_archived": False}, {"is_archived": True}),
-    required=("id", "full_name", "tier", "is_archived", "created_at", "updated_at"),
+    version=("updated_at", FETCHED_AT),
+    # Required on creation (full_name, specialties), defaulted (tier), stated by 4.1 (created_at, updated_at).
+    required=("id", "full_name", "specialties", "tier", "is_archived", "created_at", "updated_at"),
     enums={"tier": c.KOL_TIERS, "engagement_level": c.ENGAGEMENT_LEVELS},
 )
 
@@ -80,7 +87,7 @@ CAMPAIGNS = ResourceSpec(
     id_prefix=c.ID_PREFIXES["campaign"],
     schema=schemas.CAMPAIGNS,
     description="Email campaigns with engagement metrics (GET /v1/campaigns), one row per campaign.",
-    required=("id", "name", "type", "status", "created_at", "updated_at"),
+    required=("id", "name", "type", "status", "created_at"),  # name and type required on creation, status draft
     enums={"type": c.CAMPAIGN_TYPES, "status": c.CAMPAIGN_STATUSES, "schedule.type": c.SCHEDULE_TYPES},
     product_refs="unnest(t.products)",
 )
@@ -91,7 +98,7 @@ PRODUCTS = ResourceSpec(
     id_prefix=c.ID_PREFIXES["product"],
     schema=schemas.PRODUCTS,
     description="Product catalog with regulatory status per market (GET /v1/products), one row per product.",
-    required=("id", "name", "status", "created_at", "updated_at"),
+    # The spec states no product field as always present (products have no create operation).
     enums={"status": c.PRODUCT_STATUSES},
     children=(
         ChildTable(
@@ -119,7 +126,7 @@ SIGNALS = ResourceSpec(
     schema=schemas.SIGNALS,
     description="Regulatory and industry signals with AI summary and impact (GET /v1/signals), one row per signal.",
     sort="fetched_at",  # grows with ingestion, so new signals land on the last page
-    required=("id", "title", "sentiment", "published_at", "updated_at"),
+    # The spec states no signal field as always present; fetched_at orders the walk when the server sends it.
     enums={"impact.level": c.IMPACT_LEVELS, "sentiment": c.SENTIMENTS},
     product_refs="unnest(t.product_relevance).product_id",
     children=(
@@ -155,6 +162,7 @@ KOL_DETAILS = ResourceSpec(
         "fetched with GET /v1/kols/{id} for KOLs that are new or changed since their last enrichment."
     ),
     sort=None,
+    version=("updated_at", "enriched_at"),
     required=("id", "updated_at", "enriched_at"),
 )
 # Detail fields already stored in `kols` (list shape), so not unknown: not copied to _extra.

@@ -39,7 +39,7 @@ def warehouse_check_specs(spec: ResourceSpec, asset_key: dg.AssetKey) -> list[dg
     specs = [
         dg.AssetCheckSpec(IDS, asset=asset_key, description=f"One row per id in {spec.table}, ids prefixed {spec.id_prefix!r}"),
         dg.AssetCheckSpec(SNAPSHOT_IN_TABLE, asset=asset_key,
-                          description="Every id of the partition's snapshot is in the table"),
+                          description="Every id of the run's snapshot is in the table"),
     ]
     if spec.product_refs:
         specs.append(dg.AssetCheckSpec(PRODUCT_REFS, asset=asset_key,

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from assets.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
 from assets.metadata import markdown_preview, request_metadata
-from assets.partitions import DAILY
+from assets.snapshot_date import snapshot_date
 from assets.progress import ProgressReporter
 from assets.records import RecordConverter
 from assets.sql import read_parquet
@@ -59,7 +59,6 @@ def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, li
     group_name="warehouse",
     kinds={"duckdb"},
     pool="warehouse",
-    partitions_def=DAILY,
     description=f"DuckDB table kol_details: {KOL_DETAILS.description}",
     metadata={"table": KOL_DETAILS.table, "api_path": "/v1/kols/{id}"},
 )
@@ -77,7 +76,7 @@ def kol_details(
     budget_left = max(0, api.max_requests_per_run - before.requests)
     ids, pending = _pending(warehouse, context, min(config.limit, budget_left))
     fetched, stopped_by = 0, None
-    staging = lake.new_staging_dir(KOL_DETAILS.name, context.partition_key) if ids else None
+    staging = lake.new_staging_dir(KOL_DETAILS.name, snapshot_date(context)) if ids else None
     try:
         if staging is not None:
             fetched, stopped_by = _fetch(context, client, ids, staging / "details.parquet", progress)

@@ -2,8 +2,9 @@
 
 `lake/<resource>/snapshot_date=YYYY-MM-DD/data.parquet` is written page by page into a
 private staging directory, de-duplicated (an id seen twice, e.g. a KOL archived between the
-active and the archived walk, keeps its newest updated_at), checked, and only then renamed
-into place: a crashed run leaves no partial snapshot, a re-run replaces the date atomically.
+active and the archived walk, keeps the version received last), checked, and only then renamed
+into place: a crashed run leaves no partial snapshot, a re-run of the day replaces it atomically.
+Every row carries `_fetched_at`, the time its page arrived.
 """
 
 
@@ -21,11 +22,13 @@ import pyarrow.parquet as pq
 from assets import checks
 from assets.catalog import CATALOG, ResourceSpec
 from assets.metadata import markdown_preview, request_metadata
-from assets.partitions import DAILY
+from assets.schemas import FETCHED_AT
+from assets.snapshot_date import snapshot_date as run_snapshot_date
 from assets.progress import ProgressReporter
 from assets.records import RecordConverter
 from assets.sql import read_parquet
 from resources.api import CommopsApiResource
+from resources.commops_api import Page
 from resources.warehouse import LakeResource
 
 SNAPSHOT_FILE = "data.parquet"
@@ -37,7 +40,8 @@ class SnapshotWriter:
 
     A resource may be read in several walks (KOLs: active, then archived). The snapshot keeps
     the ids the API still counts at the end of each walk; an id in two walks (archived between
-    them) keeps its newest row, an id the client saw vanish (and no other walk has) is dropped.
+    them) keeps the version received last, an id the client saw vanish (and no other walk has)
+    is dropped.
     """
 
     def __init__(self, staging: Path, spec: ResourceSpec):
@@ -53,16 +57,19 @@ class SnapshotWriter:
         self._buffered = 0
         self._writer = pq.ParquetWriter(self.path, spec.schema, compression="zstd")
 
-    def write_page(self, records: list[dict[str, Any]], converter: RecordConverter) -> None:
-        self._walk.update(record.get(self.spec.key) for record in records)
-        batch = converter.to_batch(records)
+    def write_page(self, page: Page, converter: RecordConverter) -> None:
+        received = page.received_at.isoformat()
+        for record in page.items:
+            record[FETCHED_AT] = received
+        self._walk.update(record.get(self.spec.key) for record in page.items)
+        batch = converter.to_batch(page.items)
         self._buffer.append(batch)
         self._buffered += batch.num_rows
         self.rows_written += batch.num_rows
         if self._buffered >= ROWS_PER_ROW_GROUP:
             self._flush()
 
-    def end_walk(self, total: int, vanished: set[str]) -> None:
+    def end_walk(self, total: int, vanished: frozenset[str]) -> None:
         counted = self._walk - vanished
         self.overlap += len(counted & self._kept)
         self._kept |= counted
@@ -93,7 +100,7 @@ class SnapshotWriter:
         reader = conn.sql(
             f"SELECT * FROM {read_parquet(self.path)} WHERE {self.spec.key} IN (SELECT id FROM _kept_ids) "
             f"QUALIFY row_number() OVER (PARTITION BY {self.spec.key} "
-            f"ORDER BY {self.spec.incremental_field} DESC NULLS LAST) = 1"
+            f"ORDER BY {FETCHED_AT} DESC) = 1"
         ).to_arrow_reader(ROWS_PER_ROW_GROUP)
         with pq.ParquetWriter(deduped, self.spec.schema, compression="zstd") as writer:
             for batch in reader:
@@ -122,7 +129,7 @@ def snapshot(
     progress: ProgressReporter,
 ) -> dg.MaterializeResult:
     """Page every walk of `spec` into a staged snapshot, check it, publish it."""
-    snapshot_date = context.partition_key
+    snapshot_date = run_snapshot_date(context)
     client = api.client
     started, before = time.monotonic(), client.stats
     staging = lake.new_staging_dir(spec.name, snapshot_date)
@@ -131,9 +138,10 @@ def snapshot(
         for params, defaults in zip(spec.walks, spec.walk_defaults, strict=True):
             label = _walk_label(spec, params)
             converter = RecordConverter(spec.schema, defaults=defaults)
-            for page in client.list_all(spec.path, dict(params), sort=spec.sort, progress=functools.partial(progress.pages, label)):
+            walk = client.walk(spec.path, dict(params), sort=spec.sort, progress=functools.partial(progress.pages, label))
+            for page in walk.pages():
                 writer.write_page(page, converter)
-            writer.end_walk(client.last_total or 0, set(client.last_vanished_ids))
+            writer.end_walk(walk.total or 0, walk.vanished_ids)
             progress.finished(label)
         conn = duckdb.connect(config={"memory_limit": "64MB", "threads": 2})
         try:
@@ -170,7 +178,6 @@ def build_snapshot_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
         key=key,
         group_name="lake",
         kinds={"parquet"},
-        partitions_def=DAILY,
         check_specs=checks.snapshot_check_specs(spec, key),
         description=f"Parquet snapshot: {spec.description}",
         metadata={"api_path": f"/v1{spec.path}", "id_prefix": spec.id_prefix},

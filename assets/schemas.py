@@ -23,6 +23,14 @@ EXTRA = field(
     "JSON object of fields the API returned that this schema does not know (top-level and nested); NULL when none",
 )
 
+FETCHED_AT = "_fetched_at"
+FETCHED = field(
+    FETCHED_AT,
+    TIMESTAMP,
+    "Time the sync received this version of the row from the API (UTC, the sync's clock): of two versions "
+    "of a row the later-received one is newer (the version of resources without updated_at)",
+)
+
 KOLS = pa.schema(
     [
         field("id", pa.string(), "KOL identifier (kol_...)"),
@@ -55,6 +63,7 @@ KOLS = pa.schema(
         field("is_archived", pa.bool_(), "True when the KOL is archived (listed with is_archived=true)"),
         field("created_at", TIMESTAMP, "Creation time (UTC)"),
         field("updated_at", TIMESTAMP, "Last change in the service (UTC); merges keep the newer row"),
+        FETCHED,
         EXTRA,
     ]
 )
@@ -89,8 +98,9 @@ CAMPAIGNS = pa.schema(
         ),
         field("products", STRINGS, "Ids of the products linked to the campaign (prod_...)"),
         field("created_at", TIMESTAMP, "Creation time (UTC)"),
-        field("updated_at", TIMESTAMP, "Last change in the service (UTC); merges keep the newer row"),
+        field("updated_at", TIMESTAMP, "Last change in the service (UTC), where the server sends it (the spec does not; not used for merging)"),
         field("sent_at", TIMESTAMP, "Time the campaign was sent (UTC)"),
+        FETCHED,
         EXTRA,
     ]
 )
@@ -118,7 +128,8 @@ PRODUCTS = pa.schema(
             "Regulatory status per market code: status, clearance_number or ce_mark (also flattened in product_market_status)",
         ),
         field("created_at", TIMESTAMP, "Creation time (UTC)"),
-        field("updated_at", TIMESTAMP, "Last change in the service (UTC); merges keep the newer row"),
+        field("updated_at", TIMESTAMP, "Last change in the service (UTC), where the server sends it (the spec does not; not used for merging)"),
+        FETCHED,
         EXTRA,
     ]
 )
@@ -159,7 +170,8 @@ SIGNALS = pa.schema(
         field("is_bookmarked", pa.bool_(), "Bookmark flag"),
         field("published_at", TIMESTAMP, "Publication time (UTC)"),
         field("fetched_at", TIMESTAMP, "Time the service fetched the signal (UTC)"),
-        field("updated_at", TIMESTAMP, "Last change in the service (UTC); merges keep the newer row"),
+        field("updated_at", TIMESTAMP, "Last change in the service (UTC), where the server sends it (the spec does not; not used for merging)"),
+        FETCHED,
         EXTRA,
     ]
 )

@@ -1,7 +1,7 @@
 """Warehouse assets: the lake snapshot of a date merged into DuckDB current-state tables.
 
-Per catalog resource: a table with one row per id (the newer `updated_at` wins, ties go to
-the incoming row), its child tables rebuilt for the ids the merge touched, a `<name>_history`
+Per catalog resource: a table with one row per id (the newer version wins, see `merge_rows`),
+its child tables rebuilt for the ids the merge touched, a `<name>_history`
 view over every snapshot in the lake, and comments on every table and column.
 `merge_rows` is the one write path into current-state tables (later: webhook updates).
 """
@@ -19,13 +19,13 @@ from assets import checks
 from assets.catalog import CATALOG, ChildTable, ResourceSpec
 from assets.lake import SNAPSHOT_FILE
 from assets.metadata import markdown_preview
-from assets.partitions import DAILY
+from assets.snapshot_date import snapshot_date as run_snapshot_date
 from assets.schemas import description
 from assets.sql import read_parquet, sql_literal
 from resources.warehouse import LakeResource, WarehouseResource
 
 LOAD_COLUMNS = (
-    ("_snapshot_date", "DATE", "Snapshot date (partition) the row was last loaded from"),
+    ("_snapshot_date", "DATE", "Snapshot date (the day the run read it) of the snapshot the row was last loaded from"),
     ("_loaded_at", "TIMESTAMPTZ", "Time the sync wrote this version of the row (UTC)"),
 )
 
@@ -93,24 +93,26 @@ def merge_rows(conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, source_relat
     """Merge rows from `source_relation` (any SQL table expression with the table's column
     names, e.g. a registered Arrow table or read_parquet(...)) into the spec's table.
 
-    Per id the row with the newer `spec.incremental_field` wins; on a tie, or when either side
-    lacks the field, the incoming row wins. Child tables are rebuilt for the ids written.
-    Returns the number of rows written. Runs in one transaction.
+    Per id the newer version wins (`spec.version`, compared field by field, a NULL on either
+    side deferring to the next field); when every field ties, the incoming row wins. Child
+    tables are rebuilt for the ids written. Returns the number of rows written. Runs in one
+    transaction.
     """
-    key, newer = spec.key, spec.incremental_field
+    key = spec.key
+    newest_first = ", ".join(f"{f} DESC NULLS LAST" for f in spec.version)
     conn.execute("BEGIN TRANSACTION")
     try:
         source = f"(SELECT * FROM {source_relation})"
         if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
             source = (
                 f"(SELECT * FROM {source_relation} "
-                f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY {newer} DESC NULLS LAST) = 1)"
+                f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY {newest_first}) = 1)"
             )
         # Only ids and timestamps are compared; the wide rows stream from the source once.
         conn.execute(
             f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT i.{key} AS id FROM {source} i "
             f"LEFT JOIN {spec.table} t ON t.{key} = i.{key} "
-            f"WHERE t.{key} IS NULL OR t.{newer} IS NULL OR i.{newer} IS NULL OR i.{newer} >= t.{newer}"
+            f"WHERE t.{key} IS NULL OR {_not_older(spec.version, 'i', 't')}"
         )
         conn.execute(f"DELETE FROM {spec.table} WHERE {key} IN (SELECT id FROM _merged_ids)")
         conn.execute(
@@ -126,6 +128,15 @@ def merge_rows(conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, source_relat
         conn.execute("ROLLBACK")
         raise
     return int(written)
+
+
+def _not_older(version: tuple[str, ...], incoming: str, existing: str) -> str:
+    """SQL: the incoming row's version is not older than the existing row's."""
+    if not version:
+        return "true"
+    first, rest = version[0], version[1:]
+    a, b = f"{incoming}.{first}", f"{existing}.{first}"
+    return f"(CASE WHEN {a} IS NULL OR {b} IS NULL OR {a} = {b} THEN {_not_older(rest, incoming, existing)} ELSE {a} > {b} END)"
 
 
 def _rebuild_child(conn: duckdb.DuckDBPyConnection, child: ChildTable) -> None:
@@ -156,7 +167,7 @@ def ensure_history_view(conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, lak
 def load(
     context: dg.AssetExecutionContext, spec: ResourceSpec, lake: LakeResource, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
-    snapshot_date = context.partition_key
+    snapshot_date = run_snapshot_date(context)
     path = lake.snapshot_dir(spec.name, snapshot_date) / SNAPSHOT_FILE
     if not path.exists():
         raise FileNotFoundError(f"No {spec.name} snapshot for {snapshot_date} at {path}: materialize lake/{spec.name} first")
@@ -209,7 +220,6 @@ def build_table_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
         group_name="warehouse",
         kinds={"duckdb"},
         pool="warehouse",
-        partitions_def=DAILY,
         check_specs=checks.warehouse_check_specs(spec, key),
         description=f"DuckDB table {spec.table}: {spec.description}",
         metadata={"table": spec.table, "children": ", ".join(c.name for c in spec.children) or "none"},

@@ -95,7 +95,7 @@ def one_run(base_url: str, api_key: str, args: argparse.Namespace, limit: int) -
     with ApiClient(base_url, api_key, per_page=args.per_page, max_concurrency=args.concurrency,
                    on_response=record) as client:
         while client.stats.requests < args.requests:  # whole walks, one budget
-            for _page in client.list_all("/kols"):
+            for _page in client.walk("/kols").pages():
                 pass
         stats = client.stats
     seconds = time.monotonic() - started

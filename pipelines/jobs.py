@@ -1,5 +1,5 @@
 """Jobs: `nightly_sync` materializes the whole asset graph for one snapshot date
-(partitioned daily like its assets)."""
+(the snapshot date is the day the run was created)."""
 
 from __future__ import annotations
 

@@ -29,10 +29,9 @@ def demo(data_dir: str | None, kols: int) -> None:
     db_path, credentials = ensure_seeded(data, kols=kols, echo=console.print)
     server = start_local_service(db_path)
     console.print(f"Local service: {server.base_url} (database {db_path})")
+    os.environ[settings.API_KEY_ENV] = credentials.api_key  # read by the API resource as a dg.EnvVar
     try:
-        run_and_report(
-            "demo", base_url=server.base_url, api_key=credentials.api_key, data_dir=data, progress=sys.stderr.isatty()
-        )
+        run_and_report("demo", base_url=server.base_url, data_dir=data, progress=sys.stderr.isatty())
     finally:
         server.stop()
 

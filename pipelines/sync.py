@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import dagster as dg
 
-from assets.partitions import DAILY
+from assets import snapshot_date as dates
 from assets.progress import ProgressReporter
 from pipelines.definitions import make_definitions
 from pipelines.jobs import NIGHTLY_SYNC
@@ -54,7 +53,7 @@ class AssetSummary:
 
 @dataclass
 class SyncSummary:
-    partition_key: str
+    snapshot_date: str
     data_dir: Path
     run_id: str
     assets: list[AssetSummary] = field(default_factory=list)
@@ -77,14 +76,27 @@ class SyncSummary:
         return next(a for a in self.assets if a.asset == name)
 
 
-def today_partition() -> str:
-    return datetime.now(ZoneInfo(settings.timezone())).strftime("%Y-%m-%d")
+def check_snapshot_date(requested: str | None) -> None:
+    """A snapshot is dated the day it is read: only today's date (COMMOPS_TIMEZONE) may be asked for."""
+    if requested is None:
+        return
+    today = dates.today()
+    if requested == today:
+        return
+    try:
+        datetime.strptime(requested, "%Y-%m-%d")
+    except ValueError:
+        raise SyncError(f"--date {requested}: not a date (YYYY-MM-DD)") from None
+    raise SyncError(
+        f"--date {requested}: the API serves only its current data, so a snapshot can only be dated today "
+        f"({today}, {settings.TIMEZONE_ENV}={settings.timezone()}); earlier days are in the lake's "
+        "snapshot_date=... folders and the *_history views"
+    )
 
 
 def run_sync(
-    partition_key: str | None = None,
+    snapshot_date: str | None = None,
     base_url: str | None = None,
-    api_key: str | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     progress: bool | ProgressReporter = True,
     enrich_details_limit: int | None = None,
@@ -92,13 +104,14 @@ def run_sync(
     max_concurrency: int = 4,
     api_key_env: str = settings.API_KEY_ENV,
 ) -> SyncSummary:
-    """Run `nightly_sync` in this process for `partition_key` (default: today in COMMOPS_TIMEZONE)."""
+    """Run `nightly_sync` in this process; its snapshot is dated today (COMMOPS_TIMEZONE).
+
+    `snapshot_date`, when given, must be today's date. The API key is read from the environment
+    variable `api_key_env` by the resource itself (a dg.EnvVar), so it never enters Dagster's storage."""
     base_url = settings.require_env(settings.BASE_URL_ENV, base_url)
-    api_key = settings.require_env(api_key_env, api_key)
+    settings.require_env(api_key_env)
     data = settings.data_dir(str(data_dir) if data_dir else None)
-    partition_key = partition_key or today_partition()
-    if not DAILY.has_partition_key(partition_key):
-        raise SyncError(f"--date {partition_key}: not a snapshot date between {settings.start_date()} ({settings.START_DATE_ENV}) and today")
+    check_snapshot_date(snapshot_date)
     limit = settings.enrich_details_limit() if enrich_details_limit is None else enrich_details_limit
 
     if isinstance(progress, ProgressReporter):
@@ -111,7 +124,7 @@ def run_sync(
         reporter, display = ProgressReporter(), nullcontext()
 
     resources = {
-        "api": CommopsApiResource(base_url=base_url, api_key=api_key, max_concurrency=max_concurrency),
+        "api": CommopsApiResource(base_url=base_url, api_key=dg.EnvVar(api_key_env), max_concurrency=max_concurrency),
         "lake": LakeResource(data_dir=str(data)),
         "warehouse": WarehouseResource(data_dir=str(data)),
         "progress": dg.ResourceDefinition.hardcoded_resource(reporter),
@@ -130,7 +143,6 @@ def run_sync(
     try:
         with display:
             result = job.execute_in_process(
-                partition_key=partition_key,
                 instance=instance,
                 raise_on_error=False,
                 run_config={
@@ -142,7 +154,7 @@ def run_sync(
         notices.removeHandler(handler)
     if not result.success:
         raise SyncError(_failure_message(result))
-    summary = _summarise(result, partition_key, data)
+    summary = _summarise(result, dates.run_snapshot_date(instance, result.run_id), data)
     summary.duration_seconds = round((datetime.now() - started).total_seconds(), 2)
     return summary
 
@@ -165,8 +177,8 @@ def _value(metadata: dict[str, Any], key: str) -> Any:
     return getattr(entry, "value", entry)
 
 
-def _summarise(result: dg.ExecuteInProcessResult, partition_key: str, data: Path) -> SyncSummary:
-    summary = SyncSummary(partition_key=partition_key, data_dir=data, run_id=result.run_id)
+def _summarise(result: dg.ExecuteInProcessResult, snapshot_date: str, data: Path) -> SyncSummary:
+    summary = SyncSummary(snapshot_date=snapshot_date, data_dir=data, run_id=result.run_id)
     for event in result.get_asset_materialization_events():
         materialization = event.materialization
         metadata = dict(materialization.metadata)

@@ -31,7 +31,7 @@ def _python() -> str:
 
 
 def print_summary(summary, console: Console) -> None:
-    table = Table(title=f"commops sync {summary.partition_key}: done in {summary.duration_seconds:.1f}s")
+    table = Table(title=f"commops sync {summary.snapshot_date}: done in {summary.duration_seconds:.1f}s")
     for column in ("asset", "rows", "requests", "429s", "throttled s", "duration s", "note"):
         table.add_column(column, justify="left" if column in ("asset", "note") else "right", no_wrap=column == "asset")
     for a in summary.assets:
@@ -40,7 +40,7 @@ def print_summary(summary, console: Console) -> None:
     console.print(table)
     if summary.failed_checks:
         console.print(f"[bold red]Failed checks:[/] {', '.join(summary.failed_checks)}")
-    console.print(f"Lake (Parquet):  {summary.lake_path}/<resource>/snapshot_date={summary.partition_key}/", soft_wrap=True)
+    console.print(f"Lake (Parquet):  {summary.lake_path}/<resource>/snapshot_date={summary.snapshot_date}/", soft_wrap=True)
     console.print(f"Warehouse:       {summary.warehouse_path} (written by the sync only)", soft_wrap=True)
     console.print(f"Analysts query:  {summary.analytics_path}", soft_wrap=True)
     console.print(
@@ -52,17 +52,17 @@ def print_summary(summary, console: Console) -> None:
 
 
 @click.command("sync")
-@click.option("--date", "partition_key", metavar="YYYY-MM-DD", help="Snapshot date (partition); default today in COMMOPS_TIMEZONE.")
+@click.option("--date", "snapshot_date", metavar="YYYY-MM-DD", help="Snapshot date: only today's date (COMMOPS_TIMEZONE) is accepted, since the API serves only current data.")
 @click.option("--base-url", help="Service address including /v1 (default: $COMMOPS_BASE_URL).")
 @click.option("--api-key-env", default=settings.API_KEY_ENV, show_default=True, help="Environment variable holding the API key.")
 @click.option("--data-dir", help="Where the lake and DuckDB files go (default: $COMMOPS_DATA_DIR or ./data).")
 @click.option("--enrich-limit", type=int, help="KOL details fetched at most this run (default: $COMMOPS_ENRICH_DETAILS_LIMIT or 5000; 0 skips).")
 @click.option("--no-progress", is_flag=True, help="No progress bars (also off when stderr is not a terminal).")
-def sync(partition_key, base_url, api_key_env, data_dir, enrich_limit, no_progress) -> None:
+def sync(snapshot_date, base_url, api_key_env, data_dir, enrich_limit, no_progress) -> None:
     """Run the nightly sync now, in this process: API -> Parquet lake -> DuckDB warehouse -> analytics.duckdb."""
     run_and_report(
         "sync",
-        partition_key=partition_key,
+        snapshot_date=snapshot_date,
         base_url=base_url,
         api_key_env=api_key_env,
         data_dir=data_dir,

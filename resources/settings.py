@@ -10,12 +10,10 @@ BASE_URL_ENV = "COMMOPS_BASE_URL"
 API_KEY_ENV = "COMMOPS_API_KEY"
 DATA_DIR_ENV = "COMMOPS_DATA_DIR"
 TIMEZONE_ENV = "COMMOPS_TIMEZONE"
-START_DATE_ENV = "COMMOPS_START_DATE"
 ENRICH_LIMIT_ENV = "COMMOPS_ENRICH_DETAILS_LIMIT"
 
 DEFAULT_DATA_DIR = "./data"
 DEFAULT_TIMEZONE = "UTC"
-DEFAULT_START_DATE = "2026-01-01"
 # KOL details fetched per run at most (one GET each); a first sync of a large org drains
 # its backlog over several nights instead of spending the night on detail requests.
 DEFAULT_ENRICH_DETAILS_LIMIT = 5_000
@@ -43,10 +41,6 @@ def timezone() -> str:
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise MissingSettingError(f"{TIMEZONE_ENV}={name!r} is not a known IANA timezone") from exc
     return name
-
-
-def start_date() -> str:
-    return os.environ.get(START_DATE_ENV) or DEFAULT_START_DATE
 
 
 def enrich_details_limit() -> int:

@@ -39,6 +39,7 @@ def _info(log: Any, message: str) -> None:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether a process of this pid exists (a leftover naming a live pid may still be in use)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -63,9 +64,11 @@ class LakeResource(dg.ConfigurableResource):
     def glob(self, resource: str) -> str:
         return str(self.root / resource / "snapshot_date=*" / "*.parquet")
 
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self.remove_abandoned_staging()
+
     def new_staging_dir(self, resource: str, snapshot_date: str) -> Path:
         """A private directory on the lake's filesystem (so publishing is a rename)."""
-        self.remove_abandoned_staging()
         path = self.root / STAGING_DIR / f"{resource}-{snapshot_date}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         path.mkdir(parents=True)
         return path
@@ -128,6 +131,16 @@ class WarehouseResource(dg.ConfigurableResource):
     @property
     def lock_path(self) -> Path:
         return Path(self.data_dir) / LOCK_FILE
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self.remove_abandoned_copies()
+
+    def remove_abandoned_copies(self) -> None:
+        """Half-written analytics copies of processes that died (a sync killed while publishing)."""
+        for temp in Path(self.data_dir).glob(f".{ANALYTICS_FILE}.*.tmp"):
+            pid = temp.name.split(".")[-3]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                temp.unlink(missing_ok=True)
 
     @contextmanager
     def writer(self, log: Any = None, publish: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:

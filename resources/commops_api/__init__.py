@@ -1,6 +1,7 @@
 """Client for the Commercial Operations API: paging, one shared rate budget, retries, completeness checks."""
 
 from ._client import ApiClient
+from ._paging import Page, Walk
 from ._errors import (
     ApiError,
     ApiUnavailableError,
@@ -19,7 +20,9 @@ __all__ = [
     "AuthenticationError",
     "IncompleteDataError",
     "NotFoundError",
+    "Page",
     "RequestBudgetExceeded",
     "RequestStats",
     "ScopeError",
+    "Walk",
 ]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -20,7 +23,7 @@ from ._errors import (
     NotFoundError,
     ScopeError,
 )
-from ._paging import CompletePager, Page, ProgressCallback
+from ._paging import Page, ProgressCallback, Walk
 from ._rate import RateBudget
 from ._stats import RequestStats
 
@@ -36,10 +39,17 @@ class _TransientError(Exception):
     """A failure worth retrying: 5xx, timeout, dropped connection, broken body."""
 
 
+@dataclass(frozen=True)
+class _Reply:
+    body: Any
+    server_date: datetime | None  # the Date header: the server's clock, one-second precision
+    elapsed: float  # seconds from sending the request to reading the whole response
+
+
 class ApiClient:
     """A client for one run: its rate budget and request cap are shared by every endpoint it calls.
 
-    Thread-safe. `list_all` pages an endpoint completely, `get_many` fetches many single objects,
+    Thread-safe. `walk` pages an endpoint completely, `get_many` fetches many single objects,
     both concurrently on `max_concurrency` worker threads and connections."""
 
     def __init__(
@@ -86,8 +96,6 @@ class ApiClient:
         self._retries = 0
         self._pages = 0
         self._sort_rejected: set[str] = set()
-        self.last_total: int | None = None
-        self.last_vanished_ids: set[str] = set()
 
     def __repr__(self) -> str:
         return f"ApiClient(base_url={self.base_url!r}, per_page={self.per_page}, max_concurrency={self.max_concurrency})"
@@ -164,53 +172,58 @@ class ApiClient:
             for future in pending:
                 future.cancel()
 
-    def list_all(
+    def walk(
         self,
         path: str,
         params: Mapping[str, Any] | None = None,
         *,
         sort: str | None = "created_at",
         order: str = "asc",
+        created_field: str | None = None,
         progress: ProgressCallback | None = None,
-    ) -> Iterator[list[dict[str, Any]]]:
-        """Every item of a list endpoint, page by page, each id once, completeness verified at the end.
+    ) -> Walk:
+        """A complete listing of a list endpoint: iterate `walk.pages()` for every item, each id once,
+        page by page; completeness is proven at the end (see _paging) or IncompleteDataError is raised.
+        Afterwards `walk.total` is the API's total and `walk.vanished_ids` the yielded ids that a repair
+        pass no longer found.
 
-        Raw item dicts as the API returned them. `progress(pages_done, pages_expected)` after each page.
-        Raises IncompleteDataError when paging cannot produce the API's total. Afterwards `last_total`
-        is the API's total and `last_vanished_ids` the yielded ids a repair walk no longer found."""
+        `sort` is the field that grows as rows are created (ascending, new rows land on the last page);
+        `created_field` (default: `sort`) tells which rows were created during a pass.
+        `progress(pages_done, pages_expected)` after each page."""
         base_params = {**(params or {}), "per_page": self.per_page}
         sorted_params = {**base_params, "sort": sort, "order": order} if sort else base_params
 
         def fetch(number: int) -> Page:
             use = base_params if path in self._sort_rejected else sorted_params
             try:
-                body = self._get_json(path, {**use, "page": number})
+                reply = self._get(path, {**use, "page": number})
             except ApiError as error:
                 if use is base_params or not _is_sort_rejection(error):
                     raise
                 self._reject_sort(path, sort, error)
-                body = self._get_json(path, {**base_params, "page": number})
+                reply = self._get(path, {**base_params, "page": number})
             with self._lock:
                 self._pages += 1
-            return Page.from_body(number, body, path)
+            return Page.from_body(number, reply.body, path, server_date=reply.server_date, elapsed=reply.elapsed)
 
-        pager = CompletePager(
-            fetch,
+        return Walk(
+            fetch=fetch,
             endpoint=path,
             per_page=self.per_page,
             executor=self._executor,
             lookahead=2 * self.max_concurrency,
             max_repair_passes=self.max_repair_passes,
             log=self._log,
+            created_field=created_field or sort,
             progress=progress,
         )
-        yield from pager.pages()
-        self.last_total = pager.total
-        self.last_vanished_ids = pager.vanished_ids
 
     # -- one request, retried ------------------------------------------------------------------
 
     def _get_json(self, path: str, params: Mapping[str, Any] | None) -> Any:
+        return self._get(path, params).body
+
+    def _get(self, path: str, params: Mapping[str, Any] | None) -> _Reply:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TransientError),
             wait=tenacity.wait_random_exponential(multiplier=self._backoff_initial, max=self._backoff_max),
@@ -241,7 +254,7 @@ class ApiClient:
                 raise
             if response.status_code != 429:
                 self._budget.release(response.headers)
-                return self._interpret(response)
+                return _Reply(self._interpret(response), _server_date(response), response.elapsed.total_seconds())
             pause = self._budget.rate_limited(response.headers, max_pause=_MAX_RATE_LIMITED_PAUSE_SECONDS)
             if pause > _MAX_RATE_LIMITED_PAUSE_SECONDS:
                 raise ApiError(
@@ -303,6 +316,14 @@ class ApiClient:
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}/{path.lstrip('/')}"
+
+
+def _server_date(response: httpx.Response) -> datetime | None:
+    try:
+        moment = parsedate_to_datetime(response.headers["date"])
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _query(params: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -36,13 +36,17 @@ class RequestBudgetExceeded(ApiError):
 
 
 class IncompleteDataError(ApiError):
-    """Paging could not produce every id of the endpoint's total, even after repair walks."""
+    """Paging could not prove a complete listing of the endpoint, even after repair passes.
 
-    def __init__(self, message: str, *, endpoint: str, expected: int, seen: int):
+    `unsettled_ids` names the rows it could not settle: seen by an earlier pass but gone from the last
+    one, or created during the last one (rows never seen cannot be named; `expected - seen` counts them)."""
+
+    def __init__(self, message: str, *, endpoint: str, expected: int, seen: int, unsettled_ids: list[str] | None = None):
         super().__init__(message)
         self.endpoint = endpoint
         self.expected = expected
         self.seen = seen
+        self.unsettled_ids = unsettled_ids or []
 
 
 class ApiUnavailableError(ApiError):

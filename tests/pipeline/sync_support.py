@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,8 +16,10 @@ import pyarrow as pa
 
 from assets.catalog import CATALOG, ResourceSpec
 from assets.records import EXTRA_COLUMN
+from assets.schemas import FETCHED_AT
+from resources.settings import API_KEY_ENV
 
-LOAD_COLUMNS = ("_snapshot_date", "_loaded_at")
+LOAD_COLUMNS = ("_snapshot_date", "_loaded_at", FETCHED_AT)  # when the sync read and wrote a row
 
 
 def api_items(service: Any, spec: ResourceSpec) -> dict[str, dict[str, Any]]:
@@ -85,10 +90,13 @@ def assert_same_value(api_value: Any, db_value: Any, type_: pa.DataType, where: 
 
 
 def assert_row_equals_item(item: dict[str, Any], row: dict[str, Any], schema: pa.Schema, where: str) -> None:
-    """Every schema field equal; fields the API omitted are NULL; nothing unknown dropped."""
+    """Every schema field equal; fields the API omitted are NULL; nothing unknown dropped; the sync's
+    own columns (_extra, _fetched_at) are the sync's."""
     known = {f.name for f in schema}
+    if FETCHED_AT in known:
+        assert row[FETCHED_AT] is not None, f"{where}: no {FETCHED_AT}"
     for f in schema:
-        if f.name == EXTRA_COLUMN:
+        if f.name in (EXTRA_COLUMN, FETCHED_AT):
             continue
         assert_same_value(item.get(f.name), row[f.name], f.type, f"{where}.{f.name}")
     unknown = set(item) - known
@@ -117,22 +125,28 @@ def warehouse_state(db_path: Path) -> dict[str, list[tuple]]:
         conn.close()
 
 
-SNAPSHOT_DATE = "2026-06-01"
+@contextmanager
+def api_key_in_env(api_key: str, name: str = API_KEY_ENV) -> Iterator[None]:
+    """The key where the API resource reads it (a dg.EnvVar), for the duration of a run."""
+    before = os.environ.get(name)
+    os.environ[name] = api_key
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def sync(service: Any, data_dir: Path, **kwargs: Any):
-    """run_sync against a test service, on an ephemeral Dagster instance, without the rich display."""
+    """run_sync against a test service (today's snapshot), on an ephemeral Dagster instance, no rich display."""
     import dagster as dg
 
     from pipelines.sync import run_sync
 
-    kwargs.setdefault("partition_key", SNAPSHOT_DATE)
     kwargs.setdefault("progress", False)
     kwargs.setdefault("enrich_details_limit", 0)
-    return run_sync(
-        base_url=service.base_url,
-        api_key=service.api_key,
-        data_dir=data_dir,
-        instance=dg.DagsterInstance.ephemeral(),
-        **kwargs,
-    )
+    kwargs.setdefault("instance", dg.DagsterInstance.ephemeral())
+    with api_key_in_env(service.api_key):
+        return run_sync(base_url=service.base_url, data_dir=data_dir, **kwargs)

@@ -26,9 +26,9 @@ def test_an_analyst_holding_analytics_open_never_breaks_a_sync_and_sees_new_data
     try:
         assert analyst.stdout.readline().strip() == "ready"
         add_kols(service, 7)
-        second = sync(service, data_dir, partition_key="2026-06-02")
+        second = sync(service, data_dir)
         add_kols(service, 3)
-        third = sync(service, data_dir, partition_key="2026-06-03")
+        third = sync(service, data_dir)
     finally:
         stop.touch()
         out, err = analyst.communicate(timeout=60)

@@ -26,7 +26,7 @@ def test_a_key_lacking_a_scope_names_the_scope_and_is_not_retried(make_service):
     service = make_service()
     kols_only_key = service.create_key(["kols:read"])
     with ApiClient(service.base_url, kols_only_key) as client:
-        assert list(client.list_all("/kols")) == []
+        assert list(client.walk("/kols").pages()) == []
         with pytest.raises(ScopeError) as raised:
             collect(client, "/campaigns")
         assert client.stats.requests == 2
@@ -46,7 +46,7 @@ def test_an_unreachable_service_fails_after_the_retries_with_the_address(make_se
 
 def test_the_api_key_never_appears_in_logs_errors_or_reprs(make_service, caplog):
     service = make_service(fault_seed=1, fault_500_rate=0.2, fault_drop_rate=0.2, fault_truncate_rate=0.2)
-    add_kols(service, 500)
+    add_kols(service, 500, hours_ago=1)
     caplog.set_level(logging.DEBUG)  # httpx and httpcore included
     errors: list[Exception] = []
     with client_for(service, max_retries=10) as client:
@@ -66,7 +66,7 @@ def test_the_api_key_never_appears_in_logs_errors_or_reprs(make_service, caplog)
 
 def test_the_resource_serves_one_client_to_every_asset_of_a_run(make_service, monkeypatch):
     service = make_service()
-    add_kols(service, 120)
+    add_kols(service, 120, hours_ago=1)
     monkeypatch.setenv("COMMOPS_BASE_URL", service.base_url)
     monkeypatch.setenv("COMMOPS_API_KEY", service.api_key)
     seen = []
@@ -74,7 +74,7 @@ def test_the_resource_serves_one_client_to_every_asset_of_a_run(make_service, mo
     @dg.asset
     def first(api: CommopsApiResource) -> int:
         seen.append(api.client)
-        return sum(len(page) for page in api.client.list_all("/kols"))
+        return sum(len(page.items) for page in api.client.walk("/kols").pages())
 
     @dg.asset(deps=[first])
     def second(api: CommopsApiResource) -> None:

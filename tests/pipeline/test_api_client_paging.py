@@ -9,19 +9,28 @@ import pytest
 
 from resources.commops_api import IncompleteDataError
 
-from .test_api_client_support import active_kol_ids, add_kols, archive_kols, client_for, collect, swap_kols, table_ids
+from .test_api_client_support import (
+    active_kol_ids,
+    add_kols,
+    archive_kols,
+    client_for,
+    collect,
+    swap_kols,
+    table_ids,
+    walk_ids,
+)
 
 
 @pytest.mark.parametrize("rows", [0, 1, 100, 101, 1000])
-def test_list_all_sends_one_request_per_page_and_none_for_an_empty_page(make_service, rows):
+def test_a_walk_sends_one_request_per_page_and_none_for_an_empty_page(make_service, rows):
     service = make_service(signals=rows)
-    add_kols(service, rows)
+    add_kols(service, rows, hours_ago=1)
     expected_requests = max(1, math.ceil(rows / 100))
 
     with client_for(service) as client:
-        kol_ids = collect(client, "/kols")  # meta has total_pages
+        kol_ids, walk = walk_ids(client, "/kols")  # meta has total_pages
         assert client.stats.requests == expected_requests
-        assert client.last_total == rows
+        assert walk.total == rows and walk.repair_passes == 0
 
         signal_ids = collect(client, "/signals", sort="fetched_at")  # meta lacks total_pages
         assert client.stats.requests == 2 * expected_requests
@@ -32,17 +41,19 @@ def test_list_all_sends_one_request_per_page_and_none_for_an_empty_page(make_ser
     assert set(signal_ids) == table_ids(service, "signals")
 
 
-def test_list_all_yields_pages_in_sort_order_with_raw_items(make_service):
+def test_a_walk_yields_pages_in_sort_order_with_raw_items_and_their_receipt_time(make_service):
     service = make_service()
-    created = add_kols(service, 250)
+    created = add_kols(service, 250, hours_ago=1)
     with client_for(service, max_concurrency=4) as client:
-        pages = list(client.list_all("/kols"))
-    assert [len(page) for page in pages] == [100, 100, 50]
-    assert [item["id"] for page in pages for item in page] == created  # created_at asc, as created
-    assert {"id", "full_name", "specialties", "tier", "created_at", "updated_at"} <= pages[0][0].keys()
+        pages = list(client.walk("/kols").pages())
+    assert [len(page.items) for page in pages] == [100, 100, 50]
+    assert [item["id"] for page in pages for item in page.items] == created  # created_at asc, as created
+    assert {"id", "full_name", "specialties", "tier", "created_at", "updated_at"} <= pages[0].items[0].keys()
+    assert [p.received_at for p in pages] == sorted(p.received_at for p in pages)
+    assert all(p.server_date is not None for p in pages)
 
 
-def test_list_all_yields_exactly_the_service_ids_under_fault_injection(make_service):
+def test_a_walk_yields_exactly_the_service_ids_under_fault_injection(make_service):
     service = make_service(
         fault_seed=7,
         fault_500_rate=0.08,
@@ -53,7 +64,7 @@ def test_list_all_yields_exactly_the_service_ids_under_fault_injection(make_serv
         fault_drop_rate=0.08,
         fault_truncate_rate=0.08,
     )
-    add_kols(service, 1500)
+    add_kols(service, 1500, hours_ago=1)
     with client_for(service, max_concurrency=4, max_retries=10) as client:
         ids = collect(client, "/kols")
         stats = client.stats
@@ -65,17 +76,17 @@ def test_list_all_yields_exactly_the_service_ids_under_fault_injection(make_serv
 
 def test_requests_that_time_out_are_retried(make_service):
     service = make_service(fault_seed=3, fault_slow_rate=0.4, fault_slow_seconds=1.5)
-    add_kols(service, 500)
+    add_kols(service, 500, hours_ago=1)
     with client_for(service, timeout=0.5, max_retries=10) as client:
         ids = collect(client, "/kols")
         assert client.stats.retries > 0
     assert set(ids) == active_kol_ids(service)
 
 
-def test_list_all_is_exact_when_rows_are_created_and_archived_while_paging(make_service):
+def test_a_walk_is_exact_when_rows_are_created_and_archived_while_paging(make_service):
     # Every request is slowed, so the walk is still fetching pages when the data changes under it.
     service = make_service(fault_slow_rate=1.0, fault_slow_seconds=0.03)
-    original = add_kols(service, 1200)
+    original = add_kols(service, 1200, hours_ago=1)
     archived_early = original[10:15] + original[150:153]  # rows on pages already fetched: later rows shift back
     changes = {3: lambda: (archive_kols(service, archived_early), add_kols(service, 4)),
                8: lambda: (archive_kols(service, original[700:702]), add_kols(service, 2))}
@@ -85,19 +96,19 @@ def test_list_all_is_exact_when_rows_are_created_and_archived_while_paging(make_
             changes.pop(pages_done)()  # runs while the worker threads keep fetching pages
 
     with client_for(service, max_concurrency=2) as client:
-        ids = collect(client, "/kols", progress=mutate_at)
+        ids, walk = walk_ids(client, "/kols", progress=mutate_at)
         current = active_kol_ids(service)
-        assert client.last_total == len(current)
-        assert client.last_vanished_ids == set(ids) - current
+        assert walk.total == len(current)
+        assert walk.vanished_ids == set(ids) - current
     assert not changes, "the data changed while paging"
     assert len(ids) == len(set(ids)), "an id was yielded twice"
     assert current <= set(ids), f"{len(current - set(ids))} active KOLs were lost"
     assert set(ids) - current <= set(archived_early + original[700:702])
 
 
-def test_list_all_is_exact_when_a_creation_offsets_an_archive_in_the_total(make_service):
+def test_a_walk_is_exact_when_a_creation_offsets_an_archive_in_the_total(make_service):
     service = make_service(fault_slow_rate=1.0, fault_slow_seconds=0.03)
-    original = add_kols(service, 1000)
+    original = add_kols(service, 1000, hours_ago=1)
     changes = {2: lambda: swap_kols(service, original[20:23], 3)}  # total stays 1000 on every page
 
     def mutate_at(pages_done, _pages_expected):
@@ -105,16 +116,16 @@ def test_list_all_is_exact_when_a_creation_offsets_an_archive_in_the_total(make_
             changes.pop(pages_done)()
 
     with client_for(service, max_concurrency=2) as client:
-        ids = collect(client, "/kols", progress=mutate_at)
-        assert client.last_total == 1000
+        ids, walk = walk_ids(client, "/kols", progress=mutate_at)
+        assert walk.total == 1000 and walk.repair_passes >= 1
     assert not changes
     assert len(ids) == len(set(ids))
     assert active_kol_ids(service) <= set(ids)
 
 
-def test_list_all_fails_with_a_data_quality_error_when_it_may_not_repair(make_service):
+def test_a_walk_fails_naming_the_unsettled_rows_when_it_may_not_repair(make_service):
     service = make_service(fault_slow_rate=1.0, fault_slow_seconds=0.03)
-    original = add_kols(service, 1000)
+    original = add_kols(service, 1000, hours_ago=1)
     changes = {2: lambda: archive_kols(service, original[5:10])}
 
     def mutate_at(pages_done, _pages_expected):
@@ -126,17 +137,17 @@ def test_list_all_fails_with_a_data_quality_error_when_it_may_not_repair(make_se
             collect(client, "/kols", progress=mutate_at)
     error = raised.value
     assert (error.endpoint, error.expected) == ("/kols", 995)
-    assert str(error).startswith("/kols: incomplete after 0 repair passes: expected 995 ids")
-    assert "1000 -> 995" in str(error)
+    assert str(error).startswith("/kols: incomplete after 0 repair passes: the API reports 995 items (the total moved: 1000 -> 995)")
+    assert "unsettled: the pages disagree on the total" in str(error)
 
 
-def test_list_all_pages_without_sort_when_the_server_rejects_the_sort_parameter(make_service, caplog):
+def test_a_walk_pages_without_sort_when_the_server_rejects_the_sort_parameter(make_service, caplog):
     service = make_service()
-    created = add_kols(service, 150)
+    created = add_kols(service, 150, hours_ago=1)
     caplog.set_level(logging.WARNING, logger="commops.api")
     with client_for(service) as client:
-        first = collect(client, "/kols", sort="bogus")
-        second = collect(client, "/kols", sort="bogus")
+        first = collect(client, "/kols", sort="bogus", created_field="created_at")
+        second = collect(client, "/kols", sort="bogus", created_field="created_at")
         # 1 rejected request, then 2 pages per walk: the rejection is remembered
         assert client.stats.requests == 1 + 2 + 2
     assert sorted(first) == sorted(second) == sorted(created)
@@ -146,7 +157,7 @@ def test_list_all_pages_without_sort_when_the_server_rejects_the_sort_parameter(
 
 def test_get_many_fetches_detail_objects_concurrently(make_service):
     service = make_service()
-    ids = add_kols(service, 30)
+    ids = add_kols(service, 30, hours_ago=1)
     with client_for(service, max_concurrency=4) as client:
         details = dict(client.get_many([f"/kols/{i}" for i in ids] + ["/kols/kol_doesnotexist"],
                                        {"include": "events,campaigns"}, skip_missing=True))

@@ -16,7 +16,7 @@ from .test_api_client_support import active_kol_ids, add_kols, client_for, colle
 def test_paging_under_a_one_second_window_meets_no_429(make_service):
     # starter plan: 60 requests per (1 s) window; 10 items per page -> ~150 requests, 3 windows at least
     service = make_service(plan="starter", rate_limits_enabled=True, rate_window_seconds=1)
-    add_kols(service, 1500)
+    add_kols(service, 1500, hours_ago=1)
     with client_for(service, per_page=10, max_concurrency=4) as client:
         started = time.monotonic()
         kol_ids = collect(client, "/kols")
@@ -31,7 +31,7 @@ def test_paging_under_a_one_second_window_meets_no_429(make_service):
 
 def test_one_budget_is_shared_by_every_endpoint_of_a_run(make_service):
     service = make_service(plan="starter", rate_limits_enabled=True, rate_window_seconds=1, signals=300)
-    add_kols(service, 600)
+    add_kols(service, 600, hours_ago=1)
     with client_for(service, per_page=10, max_concurrency=4) as client:
         kol_ids = collect(client, "/kols")
         signal_ids = collect(client, "/signals", sort="fetched_at")
@@ -44,7 +44,7 @@ def test_one_budget_is_shared_by_every_endpoint_of_a_run(make_service):
 
 def test_a_429_pauses_requests_for_retry_after_then_resumes(make_service):
     service = make_service(fault_seed=11, fault_429_rate=0.25)
-    add_kols(service, 800)
+    add_kols(service, 800, hours_ago=1)
     with client_for(service, max_concurrency=4) as client:
         kol_ids = collect(client, "/kols")
         stats = client.stats
@@ -56,7 +56,7 @@ def test_a_429_pauses_requests_for_retry_after_then_resumes(make_service):
 
 def test_the_request_cap_stops_the_run_naming_the_setting(make_service):
     service = make_service()
-    add_kols(service, 500)
+    add_kols(service, 500, hours_ago=1)
     with client_for(service, max_requests=3) as client:
         with pytest.raises(RequestBudgetExceeded, match="max_requests_per_run") as raised:
             collect(client, "/kols")

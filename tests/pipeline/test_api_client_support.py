@@ -3,26 +3,44 @@
 from __future__ import annotations
 
 import itertools
+from datetime import datetime, timedelta
 from typing import Any
 
-from resources.commops_api import ApiClient
+from resources.commops_api import ApiClient, Walk
 
 _names = itertools.count(1)
 
 
-def add_kols(service: Any, count: int) -> list[str]:
-    """Create `count` active KOLs through the service's store (as the API would); returns their ids."""
+def add_kols(service: Any, count: int, *, hours_ago: float = 0) -> list[str]:
+    """Create `count` active KOLs through the service's store (as the API would); returns their ids.
+
+    With `hours_ago`, their created_at/updated_at are moved that far back: data that existed well before
+    a walk (a walk cannot tell a row created a second before it from one created during it)."""
     from service.store import db, kols
 
     conn = service.connect()
     try:
         with db.transaction(conn):
-            return [
+            ids = [
                 kols.create_kol(conn, service.org_id, {"full_name": f"Dr. Test {next(_names)}", "specialties": ["cardiology"]}, None)["id"]
                 for _ in range(count)
             ]
+            if hours_ago:
+                _move_back(conn, ids, hours_ago)
+            return ids
     finally:
         conn.close()
+
+
+def _move_back(conn: Any, kol_ids: list[str], hours: float) -> None:
+    from service.store.db import to_iso
+
+    def back(value: str) -> str:
+        return to_iso(datetime.fromisoformat(value.replace("Z", "+00:00")) - timedelta(hours=hours))
+
+    for kol_id in kol_ids:
+        created, updated = conn.execute("SELECT created_at, updated_at FROM kols WHERE id = ?", (kol_id,)).fetchone()
+        conn.execute("UPDATE kols SET created_at = ?, updated_at = ? WHERE id = ?", (back(created), back(updated), kol_id))
 
 
 def archive_kols(service: Any, kol_ids: list[str]) -> None:
@@ -79,5 +97,11 @@ def client_for(service: Any, **options: Any) -> ApiClient:
 
 
 def collect(client: ApiClient, path: str, params: dict | None = None, **options: Any) -> list[str]:
-    """Every id list_all yields, in order (duplicates kept, so tests can see them)."""
-    return [item["id"] for page in client.list_all(path, params, **options) for item in page]
+    """Every id a walk yields, in order (duplicates kept, so tests can see them)."""
+    return [item["id"] for page in client.walk(path, params, **options).pages() for item in page.items]
+
+
+def walk_ids(client: ApiClient, path: str, params: dict | None = None, **options: Any) -> tuple[list[str], Walk]:
+    """(every id a walk yields, in order, duplicates kept; the finished walk, for its total and vanished ids)."""
+    walk = client.walk(path, params, **options)
+    return [item["id"] for page in walk.pages() for item in page.items], walk

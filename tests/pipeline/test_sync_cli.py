@@ -6,14 +6,13 @@ import os
 import subprocess
 import sys
 
-from tests.pipeline.sync_support import SNAPSHOT_DATE
 
 
 def _commops_sync(tmp_path, env_overrides, *args):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
     env.update(env_overrides)
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "sync", "--date", SNAPSHOT_DATE, "--data-dir", str(tmp_path / "data"), *args],
+        [sys.executable, "-m", "pipelines.cli", "sync", "--data-dir", str(tmp_path / "data"), *args],
         env=env, capture_output=True, text=True, timeout=120,
     )
 

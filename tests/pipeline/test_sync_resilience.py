@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 
 from assets.catalog import CATALOG, KOLS
+from assets.snapshot_date import today
 from assets.progress import ProgressReporter
 from tests.pipeline.test_api_client_support import add_kols, archive_kols
 from tests.pipeline.sync_support import (
-    SNAPSHOT_DATE,
     api_items,
     assert_row_equals_item,
     query,
@@ -125,17 +125,22 @@ def test_a_sync_killed_mid_run_leaves_no_partial_snapshot_and_the_rerun_is_corre
     env = {**os.environ, "COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key}
     env.pop("DAGSTER_HOME", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "sync", "--date", SNAPSHOT_DATE, "--data-dir", str(data_dir), "--no-progress"],
+        [sys.executable, "-m", "pipelines.cli", "sync", "--data-dir", str(data_dir), "--no-progress"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
         staging = data_dir / "lake" / ".staging"
-        _wait_for(lambda: staging.is_dir() and any(staging.glob("kols-*/data.parquet")), 60, "the KOL walk to start")
+
+        def walking() -> bool:
+            assert process.poll() is None, f"the sync exited early: {process.stderr.read().decode()}"
+            return staging.is_dir() and any(staging.glob("kols-*/data.parquet"))
+
+        _wait_for(walking, 180, "the KOL walk to start")  # a cold start of Dagster on a loaded machine is slow
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
 
-    assert not (data_dir / "lake" / "kols" / f"snapshot_date={SNAPSHOT_DATE}").exists()
+    assert not (data_dir / "lake" / "kols" / f"snapshot_date={today()}").exists()
     assert not (data_dir / "warehouse.duckdb").exists()
     assert any(staging.iterdir())  # the crash left its private staging behind ...
 
@@ -150,7 +155,7 @@ def test_a_sync_killed_mid_run_leaves_no_partial_snapshot_and_the_rerun_is_corre
         items = api_items(service, spec)
         rows = table_rows(data_dir / "analytics.duckdb", spec.table)
         assert set(rows) == set(items)
-        assert sorted(p.name for p in (data_dir / "lake" / spec.name / f"snapshot_date={SNAPSHOT_DATE}").iterdir()) == ["data.parquet"]
+        assert sorted(p.name for p in (data_dir / "lake" / spec.name / f"snapshot_date={today()}").iterdir()) == ["data.parquet"]
 
 
 def test_a_sync_paced_by_a_one_second_rate_window_meets_no_429(make_service, tmp_path):

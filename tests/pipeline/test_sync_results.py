@@ -9,7 +9,6 @@ import pytest
 
 from assets.catalog import CATALOG, KOL_DETAILS
 from tests.pipeline.sync_support import (
-    SNAPSHOT_DATE,
     api_detail,
     api_items,
     assert_row_equals_item,
@@ -29,14 +28,14 @@ def synced(seeded_service, tmp_path_factory):
 
 @pytest.mark.parametrize("spec", CATALOG, ids=lambda s: s.name)
 def test_full_sync_tables_equal_the_api_field_by_field(synced, spec):
-    service, data_dir, _ = synced
+    service, data_dir, summary = synced
     items = api_items(service, spec)
     rows = table_rows(data_dir / "analytics.duckdb", spec.table)
     assert items, f"the seed has no {spec.name}"
     assert set(rows) == set(items)
     for item_id, item in items.items():
         assert_row_equals_item(item, rows[item_id], spec.schema, f"{spec.table}[{item_id}]")
-        assert str(rows[item_id]["_snapshot_date"]) == SNAPSHOT_DATE
+        assert str(rows[item_id]["_snapshot_date"]) == summary.snapshot_date
 
 
 def test_kols_include_archived_ones_with_their_flag(synced):
@@ -113,9 +112,9 @@ def test_history_views_read_every_snapshot(synced):
 
 
 def test_lake_snapshot_has_the_explicit_schema(synced):
-    _, data_dir, _ = synced
+    _, data_dir, summary = synced
     for spec in CATALOG:
-        folder = data_dir / "lake" / spec.name / f"snapshot_date={SNAPSHOT_DATE}"
+        folder = data_dir / "lake" / spec.name / f"snapshot_date={summary.snapshot_date}"
         files = sorted(p.name for p in folder.iterdir())
         assert files == ["data.parquet"]
         schema = pq.read_schema(folder / "data.parquet")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import datetime
 
 import dagster as dg
 import duckdb
@@ -13,12 +13,14 @@ from assets.catalog import PRODUCTS
 from assets.records import RecordConverter
 from assets.warehouse import ensure_table, merge_rows
 from resources.warehouse import WarehouseResource
-from tests.pipeline.sync_support import SNAPSHOT_DATE, query, sync, table_rows, warehouse_state
+from assets.snapshot_date import today
+from tests.pipeline.sync_support import query, sync, table_rows, warehouse_state
 
 
-def _product(pid: str, updated_at: str, name: str, markets: dict) -> dict:
+def _product(pid: str, fetched_at: str, name: str, markets: dict) -> dict:
+    """A product as the lake stores it; products have no updated_at in the spec: _fetched_at is their version."""
     return {"id": pid, "name": name, "status": "active", "market_status": markets,
-            "created_at": "2026-01-01T00:00:00Z", "updated_at": updated_at}
+            "created_at": "2026-01-01T00:00:00Z", "_fetched_at": fetched_at}
 
 
 def _merge(conn, records) -> int:
@@ -29,7 +31,7 @@ def _merge(conn, records) -> int:
         conn.unregister("incoming")
 
 
-def test_merge_keeps_the_newer_updated_at_and_rebuilds_children_of_written_rows_only():
+def test_merge_keeps_the_later_fetched_product_and_rebuilds_children_of_written_rows_only():
     conn = duckdb.connect()
     ensure_table(conn, PRODUCTS)
     _merge(conn, [_product("prod_a", "2026-05-02T00:00:00Z", "A fresh", {"US": {"status": "approved"}}),
@@ -57,7 +59,7 @@ def test_a_nightly_load_never_overwrites_a_fresher_row_in_the_warehouse(make_ser
     conn.execute("UPDATE kols SET full_name = 'Fresh From Webhook', updated_at = TIMESTAMPTZ '2030-01-01 00:00:00+00' WHERE id = ?", [kol_id])
     conn.close()
 
-    summary = sync(service, data_dir, partition_key="2026-06-02")
+    summary = sync(service, data_dir)
 
     rows = table_rows(data_dir / "analytics.duckdb", "kols")
     assert rows[kol_id]["full_name"] == "Fresh From Webhook"
@@ -72,7 +74,7 @@ def test_rerunning_a_date_replaces_its_snapshot_and_keeps_tables_identical(make_
     first = warehouse_state(data_dir / "analytics.duckdb")
     sync(service, data_dir)
     assert warehouse_state(data_dir / "analytics.duckdb") == first
-    folder = data_dir / "lake" / "kols" / f"snapshot_date={SNAPSHOT_DATE}"
+    folder = data_dir / "lake" / "kols" / f"snapshot_date={today()}"
     assert [p.name for p in folder.iterdir()] == ["data.parquet"]
     assert query(data_dir / "analytics.duckdb", "SELECT count(DISTINCT snapshot_date), count(*) FROM kols_history") == [(1, 120)]
 
@@ -132,13 +134,8 @@ def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_s
     schedule = defs.resolve_schedule_def("nightly_sync_schedule")
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
-    with dg.instance_for_test() as instance:
-        context = dg.build_schedule_context(
-            instance=instance, scheduled_execution_time=datetime(2026, 11, 23, 2, 0, tzinfo=UTC),
-            repository_def=defs.get_repository_def(),
-        )
-        requests = schedule.evaluate_tick(context).run_requests
-    assert [r.partition_key for r in requests] == ["2026-11-23"]
+    assert schedule.job_name == "nightly_sync"
+    assert not defs.resolve_job_def("nightly_sync").partitions_def  # no backfill of past days offered
 
 
 def test_dagster_yaml_queues_runs_and_limits_the_warehouse_pool_to_one(tmp_path):
@@ -166,7 +163,6 @@ def test_assets_materialize_on_their_own_with_dg_materialize(make_service, tmp_p
     selected = [a for a in SNAPSHOT_ASSETS + TABLE_ASSETS if a.key.path[-1] == "products"]
     result = dg.materialize(
         selected,
-        partition_key=SNAPSHOT_DATE,
         instance=dg.DagsterInstance.ephemeral(),
         resources={
             "api": CommopsApiResource(base_url=service.base_url, api_key=service.api_key),
