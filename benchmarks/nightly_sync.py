@@ -61,12 +61,13 @@ print(json.dumps({"seconds": time.perf_counter() - started, "pages": pages,
 """
 
 SYNC = """
-import json, resource, sys, time
+import json, os, resource, sys, time
 import dagster as dg
 from pipelines.sync import run_sync
 base_url, key, data_dir, enrich, concurrency = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+os.environ["COMMOPS_API_KEY"] = key  # the resource reads it as a dg.EnvVar
 started = time.perf_counter()
-summary = run_sync(partition_key="2026-06-01", base_url=base_url, api_key=key, data_dir=data_dir, progress=False,
+summary = run_sync(base_url=base_url, data_dir=data_dir, progress=False,
                    enrich_details_limit=enrich, instance=dg.DagsterInstance.ephemeral(), max_concurrency=concurrency)
 assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duration_seconds} for a in summary.assets}
 print(json.dumps({"seconds": time.perf_counter() - started, "failed_checks": summary.failed_checks, "assets": assets,
