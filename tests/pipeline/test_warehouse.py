@@ -174,3 +174,30 @@ def test_assets_materialize_on_their_own_with_dg_materialize(make_service, tmp_p
     assert result.success
     assert all(e.passed for e in result.get_asset_check_evaluations())
     assert query(tmp_path / "analytics.duckdb", "SELECT count(*) FROM products") == [(7,)]
+
+
+def test_kol_merges_compare_updated_at_first_and_the_receipt_time_on_a_tie():
+    from assets.catalog import KOLS
+
+    def kol(kol_id, name, updated_at, fetched_at):
+        return {"id": kol_id, "full_name": name, "specialties": ["cardiology"], "tier": "tier_3", "is_archived": False,
+                "created_at": "2026-01-01T00:00:00Z", "updated_at": updated_at, "_fetched_at": fetched_at}
+
+    def merge(records):
+        conn.register("incoming", pa.Table.from_batches([RecordConverter(KOLS.schema).to_batch(records)]))
+        try:
+            return merge_rows(conn, KOLS, "incoming")
+        finally:
+            conn.unregister("incoming")
+
+    conn = duckdb.connect()
+    ensure_table(conn, KOLS)
+    # What a webhook-driven refetch wrote at 02:05: a change made in the same second as the nightly read.
+    merge([kol("kol_a", "Webhook A", "2026-06-01T02:00:00Z", "2026-06-01T02:05:00Z"),
+           kol("kol_b", "Webhook B", "2026-06-01T02:00:00Z", "2026-06-01T02:05:00Z")])
+    written = merge([
+        kol("kol_a", "Nightly A", "2026-06-01T02:00:00Z", "2026-06-01T02:00:01Z"),  # same updated_at, read earlier: kept out
+        kol("kol_b", "Nightly B", "2026-06-01T02:00:02Z", "2026-06-01T02:00:01Z"),  # newer updated_at: wins whatever the receipt
+    ])
+    assert written == 1
+    assert dict(conn.execute("SELECT id, full_name FROM kols").fetchall()) == {"kol_a": "Webhook A", "kol_b": "Nightly B"}
