@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
+from service.store import search
+
 _ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
@@ -27,12 +29,14 @@ def connect(path: str | Path) -> sqlite3.Connection:
 
 
 def init_db(path: str | Path) -> None:
-    """Create the database file and its schema if they do not exist yet."""
+    """Create the database file and its schema if they do not exist yet; bring the schema of
+    an older database up to date (columns added since: service/store/search.py)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     schema = resources.files("service.store").joinpath("schema.sql").read_text()
     conn = connect(path)
     try:
         conn.executescript(schema)
+        search.migrate(conn)
     finally:
         conn.close()
 
