@@ -31,6 +31,7 @@ _REASONS = {
     "string_pattern_mismatch": "invalid_format",
     "value_error": "invalid_value",
     "timezone_aware": "timezone_required",
+    "blank": "blank",
 }
 
 

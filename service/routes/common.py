@@ -7,7 +7,8 @@ import sqlite3
 from typing import Any, TypeVar
 
 from fastapi import Request
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
+from pydantic_core import PydanticCustomError
 from starlette.responses import Response
 
 from service.errors import ApiError, from_validation_errors
@@ -58,9 +59,37 @@ async def read_body(request: Request, model: type[M]) -> M:
         raise ApiError(400, "invalid_request", "The request body is empty; send a JSON object",
                        {"field": "body", "reason": "missing"})
     try:
-        return model.model_validate_json(raw)
+        body = model.model_validate_json(raw)
     except ValidationError as exc:
         raise from_validation_errors(exc.errors(include_url=False)) from None
+    _reject_nul(body.model_dump(), ())
+    return body
+
+
+def _reject_nul(value: Any, path: tuple[Any, ...]) -> None:
+    """400 invalid_character for the first string of the body holding U+0000 (stored, it
+    would be cut short by C-string consumers and hides text from search)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            field = ".".join(str(part) for part in path) or "body"
+            raise ApiError(400, "invalid_request", f"{field} contains a NUL character (\\u0000); remove it",
+                           {"field": field, "reason": "invalid_character"})
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _reject_nul(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _reject_nul(item, (*path, index))
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("blank", "must contain a character other than white space")
+    return value
+
+
+# For required names and labels: white space alone is refused (400 reason `blank`).
+NotBlank = AfterValidator(_not_blank)
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
