@@ -26,6 +26,10 @@ class ServiceSettings(BaseSettings):
     rate_window_seconds: float = 60  # the "minute" window; tests use 1
     day_window_seconds: float = 86_400
     kol_limits: dict[str, int | None] = Field(default_factory=lambda: dict(DEFAULT_KOL_LIMITS))
+    # Request bodies above this are refused with 413 payload_too_large while being read.
+    # 8 MiB holds the largest valid body (a campaign: 2 x 500,000-character email parts
+    # plus 10,000 external contacts and 10,000 KOL ids).
+    max_body_bytes: int = 8 * 1024 * 1024
 
     # Fault injection for client testing (service/faults.py); all rates 0 = off
     fault_seed: int = 0

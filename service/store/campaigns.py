@@ -21,6 +21,7 @@ from service.store import products as product_store
 from service.store.db import new_id, now_iso, to_iso
 
 SORT_FIELDS = ("created_at", "updated_at", "name")
+MAX_VARIABLES = 1_000  # personalization placeholders per email part; each is expanded per recipient
 _VARIABLE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
 # Allowed status changes; draft -> active is "sending".
@@ -100,7 +101,12 @@ def get_campaign(conn: sqlite3.Connection, org_id: str, campaign_id: str) -> dic
 
 def _check_variables(email: dict[str, Any]) -> None:
     for part in ("subject", "body_html", "body_text"):
-        for name in _VARIABLE.findall(email.get(part) or ""):
+        names = _VARIABLE.findall(email.get(part) or "")
+        if len(names) > MAX_VARIABLES:
+            raise CampaignRejected(f"email.{part}", "too_many_variables",
+                                   f"email.{part} holds {len(names):,} personalization variables; "
+                                   f"at most {MAX_VARIABLES:,} are allowed", limit=MAX_VARIABLES)
+        for name in names:
             if name not in PERSONALIZATION_VARIABLES:
                 raise CampaignRejected(
                     f"email.{part}", "unknown_variable",
