@@ -1,13 +1,14 @@
 """Webhook endpoints (4.8) plus the attempt log and redelivery.
 
 Scopes: the spec has no webhook scope. A webhook pushes the data of the events it
-subscribes to, so managing one needs the read scope of each event group involved
-(kol.* kols:read, event.* events:read, campaign.* campaigns:read, signal.* signals:read).
+subscribes to, so managing one needs the read scope of each event group involved (kol.* kols:read, event.* events:read, campaign.* campaigns:read, signal.*
+signals:read).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -296,12 +297,17 @@ async def test_webhook(request: Request, webhook_id: str) -> Response:
     caller, target = await run_in_threadpool(_test_target, request, webhook_id, body.event)
     config = _config(request)
     event_id, payload = sample_payload(caller.org_id, body.event)
+    if not config.allow_private and _obviously_private(httpx.URL(target["url"]).host):
+        raise _private_address(httpx.URL(target["url"]).host)  # registered while private targets were allowed
     async with make_client(config) as client:
         outcome = await attempt(client, config, target["url"], target["secret"], event_id, payload)
     record = store.AttemptRecord(new_id(store.DELIVERY_PREFIX, 20), webhook_id, outcome)
     await run_in_threadpool(
         lambda: store.record_test_delivery(db(request), caller.org_id, event_id, body.event, payload, record)
     )
+    if outcome.error and outcome.error.startswith("address_refused"):
+        # The name resolved to a refused address (checked on connect): nothing was sent or read.
+        raise _private_address(httpx.URL(target["url"]).host)
     return json_response(
         {
             "data": {
@@ -427,19 +433,33 @@ def _valid_url(url: str, config: WebhookConfig) -> str:
     if parsed.userinfo:
         raise invalid("url", "invalid_url", "url must not carry credentials; authenticate with the signature")
     if not config.allow_private and _obviously_private(parsed.host):
-        raise invalid("url", "private_address", f"{parsed.host} is not a public address (production mode)")
+        raise _private_address(parsed.host)
     return url
 
 
+def _private_address(host: str) -> ApiError:
+    return invalid("url", "private_address",
+                   f"{host} is not a public address; receivers on loopback, private and link-local addresses "
+                   "are refused unless the service runs with COMMOPS_SERVICE_WEBHOOK_ALLOW_PRIVATE=true")
+
+
 def _obviously_private(host: str) -> bool:
-    """Literal IPs and localhost, caught at registration; every host is checked again at delivery."""
+    """Literal IPs in any form a resolver accepts (127.0.0.1, 127.1, 2130706433, 0x7f.1,
+    0177.0.0.1, ::ffff:127.0.0.1) and localhost, caught at registration; every host is
+    checked again, on the address actually connected to, at delivery."""
+    host = host.rstrip(".").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
-        ipaddress.ip_address(host)
+        return not is_public(str(ipaddress.ip_address(host)))
     except ValueError:
-        return False
-    return not is_public(host)
+        pass
+    if all(part and (part.isdigit() or part.startswith("0x")) for part in host.split(".")):
+        try:  # the numeric IPv4 forms of inet_aton, which getaddrinfo also accepts
+            return not is_public(socket.inet_ntoa(socket.inet_aton(host)))
+        except OSError:
+            return False
+    return False
 
 
 def _valid_secret(secret: str) -> str:
