@@ -1,8 +1,10 @@
 """Webhook endpoints (4.8) plus the attempt log and redelivery.
 
 Scopes: the spec has no webhook scope. A webhook pushes the data of the events it
-subscribes to, so managing one needs the read scope of each event group involved (kol.* kols:read, event.* events:read, campaign.* campaigns:read, signal.*
-signals:read).
+subscribes to, so every webhook operation needs the read scope of each event group
+involved (kol.* kols:read, event.* events:read, campaign.* campaigns:read, signal.*
+signals:read). Operations that change webhooks or make the service send (create,
+PATCH, DELETE, test, redeliver) also need the service's own scope webhooks:write.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from starlette.responses import Response
 
 from commops_spec.constants import EVENTS
 from service import auth
+from service.scopes import WEBHOOKS_WRITE
 from service.errors import ApiError, invalid, not_found
 from service.routes import schemas
 from service.routes.common import db, errors, json_response, read_body, request_body
@@ -226,6 +229,7 @@ async def create_webhook(request: Request) -> Response:
 
 
 def _create(request: Request, body: CreateWebhook) -> Response:
+    auth.require_scope(request, WEBHOOKS_WRITE)
     events = _valid_events(body.events)
     caller = _require_event_scopes(request, events)
     url = _valid_url(body.url, _config(request))
@@ -265,6 +269,7 @@ async def update_webhook(request: Request, webhook_id: str) -> Response:
 
 
 def _update(request: Request, webhook_id: str, body: UpdateWebhook) -> Response:
+    auth.require_scope(request, WEBHOOKS_WRITE)
     if body.events is None and body.enabled is None:
         raise invalid("body", "missing", "Send events and/or enabled")
     events = _valid_events(body.events) if body.events is not None else None
@@ -277,6 +282,7 @@ def _update(request: Request, webhook_id: str, body: UpdateWebhook) -> Response:
 
 @router.delete("/v1/webhooks/{webhook_id}", response_model=WebhookDeleted, responses=_errors(403, 404))
 def delete_webhook(request: Request, webhook_id: str) -> Response:
+    auth.require_scope(request, WEBHOOKS_WRITE)
     caller, _ = _owned_webhook(request, webhook_id)
     conn = db(request)
     with transaction(conn):
@@ -292,6 +298,7 @@ def delete_webhook(request: Request, webhook_id: str) -> Response:
 )
 async def test_webhook(request: Request, webhook_id: str) -> Response:
     """Send a sample of `event` now, once, and answer with the outcome (never retried)."""
+    auth.require_scope(request, WEBHOOKS_WRITE)
     body = await read_body(request, TestEvent)
     _valid_events([body.event], field="event")
     caller, target = await run_in_threadpool(_test_target, request, webhook_id, body.event)
@@ -365,6 +372,7 @@ def get_delivery(request: Request, webhook_id: str, delivery_id: str) -> Respons
     responses=_errors(403, 404, 409),
 )
 def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Response:
+    auth.require_scope(request, WEBHOOKS_WRITE)
     caller, _ = _owned_webhook(request, webhook_id)
     conn = db(request)
     try:
@@ -396,6 +404,7 @@ async def redeliver_failed(request: Request, webhook_id: str) -> Response:
 
 def _redeliver_failed(request: Request, webhook_id: str, body: RedeliverSince) -> Response:
     """Queue again every failed delivery created at or after `since`."""
+    auth.require_scope(request, WEBHOOKS_WRITE)
     if body.since.tzinfo is None:
         raise invalid("since", "timezone_required", "since needs a time zone, e.g. 2026-11-20T00:00:00Z")
     caller, _ = _owned_webhook(request, webhook_id)

@@ -9,8 +9,8 @@ on that one column, so a list with a search reads one column per row, as before.
 Accents stay significant (`Zurich` does not find `Zürich`); composed and decomposed
 forms, compatibility forms (full-width letters, ligatures) and case are not.
 Every store path that writes a searched field recomputes the column with `text`
-(create/update functions, the seed's bulk load); `migrate` fills it in databases
-created before it existed.
+(create/update functions, the seed's bulk load); `add_column` fills it in databases
+created before it existed (run once by the schema migration in db.py).
 """
 
 from __future__ import annotations
@@ -43,24 +43,15 @@ def text(values: Iterable[str | None]) -> str:
     return SEPARATOR.join(fold(value) if value else "" for value in values)
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Add and fill search_text in tables created before it existed (one transaction each)."""
+def add_column(conn: sqlite3.Connection) -> None:
+    """Add and fill search_text in tables created before it existed (inside the caller's transaction)."""
     for table, columns in FIELDS.items():
         if _has_column(conn, table):
             continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if not _has_column(conn, table):  # another process may have migrated meanwhile
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN search_text TEXT NOT NULL DEFAULT ''")
-                rows = conn.execute(f"SELECT rowid, {', '.join(columns)} FROM {table}").fetchall()
-                conn.executemany(
-                    f"UPDATE {table} SET search_text = ? WHERE rowid = ?",
-                    ((text(row[1:]), row[0]) for row in rows),
-                )
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN search_text TEXT NOT NULL DEFAULT ''")
+        rows = conn.execute(f"SELECT rowid, {', '.join(columns)} FROM {table}").fetchall()
+        conn.executemany(f"UPDATE {table} SET search_text = ? WHERE rowid = ?",
+                         ((text(row[1:]), row[0]) for row in rows))
 
 
 def _has_column(conn: sqlite3.Connection, table: str) -> bool:
