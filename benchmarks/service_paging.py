@@ -7,6 +7,9 @@ Prints the seed time (the whole proportionate dataset: KOLs with their events, i
 publications and campaign deliveries, plus campaigns, products, signals), then for every walk:
 total time, pages/s, p50/p99 latency of the first 50 and of the deepest 50 pages, and checks
 that the distinct ids seen equal meta.total (no row repeated or skipped). Medians over the runs last.
+Then the search latencies: each query of SEARCHES (KOLs and signals; common, rare, non-ASCII,
+upper-case and matchless terms, a deep page) is sent `--search-rounds` times one after the
+other; the median of each query and the median over all queries are printed.
 
 The service runs in a child process by default (`ServiceServer` with rate limits off), so the
 client and the server do not share one interpreter lock; --in-process runs it in a thread instead.
@@ -47,7 +50,7 @@ def main() -> None:
 
 def _run(args: argparse.Namespace, db_path: Path) -> None:
     org_id = admin.create_org(db_path, "Benchmark Medical", "enterprise")
-    key = admin.create_key(db_path, org_id, ["kols:read"])
+    key = admin.create_key(db_path, org_id, ["kols:read", "signals:read"])
 
     started, cpu_started = time.perf_counter(), time.process_time()
     counts = seed(db_path, org_id, kols=args.kols, campaigns=args.campaigns, products=args.products,
@@ -59,11 +62,17 @@ def _run(args: argparse.Namespace, db_path: Path) -> None:
 
     with _service(db_path, in_process=args.in_process) as base_url:
         results = [asyncio.run(_walk(base_url, key, args.per_page, args.concurrency)) for _ in range(args.runs)]
+        searches = _searches(base_url, key, args.search_rounds) if args.search_rounds else {}
     for number, result in enumerate(results, 1):
         print(f"walk {number}: {_describe(result)}")
     print(f"median of {len(results)}: " + _describe({
         name: statistics.median(r[name] for r in results) for name in results[0] if name not in ("pages", "kols")
     } | {"pages": results[0]["pages"], "kols": results[0]["kols"]}))
+    for (path, params), (median_ms, total) in searches.items():
+        print(f"search {path} {params}: median {median_ms:.1f} ms over {args.search_rounds} rounds, total {total:,}")
+    if searches:
+        overall = statistics.median(median_ms for median_ms, _ in searches.values())
+        print(f"search median of the {len(searches)} query medians: {overall:.1f} ms")
 
 
 def _parse_args() -> argparse.Namespace:
@@ -79,6 +88,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--per-page", type=int, default=100)
     parser.add_argument("--db", help="database file to create (default: a new temporary directory)")
     parser.add_argument("--in-process", action="store_true", help="run the service in a thread of this process")
+    parser.add_argument("--search-rounds", type=int, default=7, help="times each search query is sent (0: none)")
     return parser.parse_args()
 
 
@@ -158,6 +168,38 @@ async def _walk(base_url: str, key: str, per_page: int, concurrency: int) -> dic
         "deep_p50_ms": _percentile(deep_pages, 50) * 1000,
         "deep_p99_ms": _percentile(deep_pages, 99) * 1000,
     }
+
+
+# (path, query) pairs: a frequent and a rare name part, an institution word, non-ASCII text in
+# two cases, an email domain, a term matching nothing (a full scan), a deep page of a frequent term.
+SEARCHES = (
+    ("/kols", {"search": "an"}),
+    ("/kols", {"search": "Zimmermann"}),
+    ("/kols", {"search": "Herzzentrum"}),
+    ("/kols", {"search": "Müller"}),
+    ("/kols", {"search": "MÜLLER"}),
+    ("/kols", {"search": "charite.de"}),
+    ("/kols", {"search": "qqzzxx"}),
+    ("/kols", {"search": "an", "page": "200"}),
+    ("/signals", {"search": "recall"}),
+    ("/signals", {"search": "qqzzxx"}),
+)
+
+
+def _searches(base_url: str, key: str, rounds: int) -> dict[tuple[str, str], tuple[float, int]]:
+    """(path, query) -> (median latency in ms, meta.total), each query sent `rounds` times in turn."""
+    samples: dict[tuple[str, str], list[float]] = {}
+    totals: dict[tuple[str, str], int] = {}
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
+        for _ in range(rounds):
+            for path, params in SEARCHES:
+                label = (path, "&".join(f"{k}={v}" for k, v in params.items()))
+                sent = time.perf_counter()
+                response = client.get(path, params={"per_page": 100, **params})
+                samples.setdefault(label, []).append(time.perf_counter() - sent)
+                response.raise_for_status()
+                totals[label] = response.json()["meta"]["total"]
+    return {label: (statistics.median(values) * 1000, totals[label]) for label, values in samples.items()}
 
 
 def _percentile(values: list[float], pct: float) -> float:

@@ -59,4 +59,5 @@ def ensure_seeded(data_dir: Path, *, kols: int = 200, echo=print) -> tuple[Path,
 
 def start_local_service(db_path: Path, port: int = 0) -> ServiceServer:
     """Serve the local database on 127.0.0.1 (rate limits of the demo org's plan apply)."""
-    return ServiceServer(ServiceSettings(db=db_path), port=port).start()
+    # The demo's webhook receiver listens on loopback: opt in to private receiver addresses.
+    return ServiceServer(ServiceSettings(db=db_path, webhook_allow_private=True), port=port).start()

@@ -31,6 +31,7 @@ _REASONS = {
     "string_pattern_mismatch": "invalid_format",
     "value_error": "invalid_value",
     "timezone_aware": "timezone_required",
+    "blank": "blank",
 }
 
 
@@ -82,7 +83,8 @@ def from_validation_errors(errors: list[dict[str, Any]], prefix: tuple = ()) -> 
         message = f"Unknown field {field}"
     else:
         message = f"Invalid value for {field}: {first.get('msg', 'invalid')}"
-    return invalid(field, reason, message)
+    bounds = {name: value for name, value in (first.get("ctx") or {}).items() if name in ("max_length", "min_length")}
+    return invalid(field, reason, message, **bounds)
 
 
 async def _api_error(_: Request, exc: ApiError) -> Response:

@@ -7,8 +7,11 @@ the service resets them, and two processes would count separately.
 Every response carries X-RateLimit-Limit (requests per minute window of the plan),
 X-RateLimit-Remaining (left in the minute window, or in the day window when that is
 lower) and X-RateLimit-Reset (Unix epoch seconds at which the minute window resets).
-Requests without a valid key are counted per client address in an anonymous bucket
-with the starter plan's limits, so even a 401 carries the headers. Rejected requests
+Requests that fail authentication (no key, an unknown key or a revoked key) are
+counted per client address in a bucket of their own with the starter plan's limits,
+never against an organization: a leaked, revoked key cannot exhaust its former
+organization's budget. Their 401s carry that bucket's headers, and once the bucket
+is exhausted they are answered 429 (with Retry-After) instead. Rejected requests
 (429) do not consume the budget.
 """
 
@@ -118,15 +121,15 @@ class RequestGate:
         headers = dict(scope.get("headers") or [])
         token = auth.bearer_token(headers.get(b"authorization", b"").decode("latin-1"))
         caller = auth.lookup(self.pool.get(), token) if token else None
-        if caller is not None:
+        if caller is not None and not caller.revoked:
             decision = self.limiter.hit(caller.org_id, caller.plan)
         else:
             client = scope.get("client") or ("unknown", 0)
-            decision = self.limiter.hit(f"anonymous:{client[0]}", ANONYMOUS_PLAN)
+            decision = self.limiter.hit(f"unauthenticated:{client[0]}", ANONYMOUS_PLAN)
         rate_headers = decision.headers()
 
         protected = (path == "/v1" or path.startswith("/v1/")) and path not in PUBLIC_PATHS
-        if protected and (caller is None or caller.revoked):
+        if protected and (caller is None or caller.revoked) and decision.allowed:
             if caller is not None:
                 reason = "This API key has been revoked"
             elif token:
@@ -135,7 +138,7 @@ class RequestGate:
                 reason = "Missing API key: send Authorization: Bearer <key>"
             await _send_with(error_response(auth.unauthorized(reason)), rate_headers, scope, receive, send)
             return
-        if not decision.allowed:
+        if not decision.allowed:  # also failed authentication beyond its address's budget
             response = envelope(
                 429, "rate_limited",
                 f"Request rate limit of the plan exceeded; retry in {decision.retry_after} s",

@@ -26,6 +26,10 @@ class ServiceSettings(BaseSettings):
     rate_window_seconds: float = 60  # the "minute" window; tests use 1
     day_window_seconds: float = 86_400
     kol_limits: dict[str, int | None] = Field(default_factory=lambda: dict(DEFAULT_KOL_LIMITS))
+    # Request bodies above this are refused with 413 payload_too_large while being read.
+    # 8 MiB holds the largest valid body (a campaign: 2 x 500,000-character email parts
+    # plus 10,000 external contacts and 10,000 KOL ids).
+    max_body_bytes: int = 8 * 1024 * 1024
 
     # Fault injection for client testing (service/faults.py); all rates 0 = off
     fault_seed: int = 0
@@ -55,7 +59,9 @@ class ServiceSettings(BaseSettings):
     webhook_attempt_timeout_seconds: float = 10.0  # overall deadline of one attempt, connect to last byte
     webhook_connect_timeout_seconds: float = 5.0
     webhook_max_response_bytes: int = 65_536  # at most this much of a receiver's answer is read
-    webhook_allow_private: bool = True  # loopback/private/link-local receivers; always refused when production
+    # Receivers on loopback, private, link-local (cloud metadata) and other non-public
+    # addresses: refused unless opted in (the demo and tests do); always refused in production.
+    webhook_allow_private: bool = False
     webhook_per_webhook_concurrency: int = 8  # attempts in flight per webhook
     webhook_poll_interval_seconds: float = 0.05  # retries falling due; new events are seen within ~5 ms
     webhook_smtp_host: str = "localhost"

@@ -13,6 +13,7 @@ from commops_spec.constants import CAMPAIGN_STATUSES, CAMPAIGN_TYPES, KOL_TIERS,
 from service.auth import require_scope
 from service.errors import invalid
 from service.routes import common, schemas
+from service.routes.common import NotBlank
 from service.routes.kols import Email, Specialty, Token
 from service.routes.query import Param, page_params, parse, sort_params
 from service.store import campaigns as store
@@ -39,8 +40,8 @@ class Audience(BaseModel):
 
 class EmailContent(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    subject: Annotated[str, StringConstraints(min_length=1, max_length=500)]
-    body_html: Annotated[str, StringConstraints(min_length=1, max_length=500_000)]
+    subject: Annotated[str, StringConstraints(min_length=1, max_length=500), NotBlank]
+    body_html: Annotated[str, StringConstraints(min_length=1, max_length=500_000), NotBlank]
     from_name: Annotated[str, StringConstraints(max_length=200)] | None = None
     reply_to: Email | None = None
     body_text: Annotated[str, StringConstraints(max_length=500_000)] | None = None
@@ -58,7 +59,7 @@ class CampaignCreate(BaseModel):
     """Body of POST /v1/campaigns (spec 4.4). Unknown fields are rejected."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=200), NotBlank]
     description: Annotated[str, StringConstraints(max_length=5_000)] | None = None
     type: Literal[CAMPAIGN_TYPES]  # type: ignore[valid-type]
     audience: Audience

@@ -14,6 +14,7 @@ from commops_spec.constants import ENGAGEMENT_LEVELS, KOL_TIERS
 from service.auth import require_scope
 from service.errors import ApiError, not_found
 from service.routes import common, schemas
+from service.routes.common import NotBlank
 from service.routes.query import Param, page_params, parse, sort_params
 from service.store import db as store_db
 from service.store import kols as store
@@ -23,10 +24,10 @@ router = APIRouter()
 EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 Email = Annotated[str, StringConstraints(pattern=EMAIL_PATTERN, max_length=254)]
 Specialty = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(_[a-z0-9]+)*$", max_length=100)]
-Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200), NotBlank]
 Short = Annotated[str, StringConstraints(max_length=300)]
 Long = Annotated[str, StringConstraints(max_length=10_000)]
-Token = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Token = Annotated[str, StringConstraints(min_length=1, max_length=200), NotBlank]
 
 
 class LocationIn(BaseModel):

@@ -2,9 +2,10 @@
 
 Rules: comma-separated values for multi-valued filters (repeating the parameter works
 too; an empty item is an error); booleans are `true` or `false`; integers are plain
-digits within their bounds; date-times are ISO 8601 with a time zone. Any violation
-is 400 invalid_request naming the parameter in details.field. Unknown parameters are
-ignored.
+digits within their bounds; date-times are ISO 8601 with a time zone; no value may
+hold a control character (U+0000-U+001F, U+007F: a NUL would otherwise cut a search
+term short). Any violation is 400 invalid_request naming the parameter in
+details.field. Unknown parameters are ignored.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from service.store.db import to_iso
 
 MAX_PAGE = 1_000_000
 _DIGITS = re.compile(r"[0-9]{1,9}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,9 @@ def parse(request: Request, params: list[Param]) -> dict[str, Any]:
 
 def _value(param: Param, raw: list[str]) -> Any:
     name = param.name
+    if any(_CONTROL.search(value) for value in raw):
+        raise invalid(name, "invalid_character", f"{name} contains a control character (e.g. NUL); remove it",
+                      location="query")
     if param.kind in ("choices", "tokens"):
         items = [item.strip() for value in raw for item in value.split(",")]
         if "" in items:

@@ -1,13 +1,16 @@
 """Webhook endpoints (4.8) plus the attempt log and redelivery.
 
 Scopes: the spec has no webhook scope. A webhook pushes the data of the events it
-subscribes to, so managing one needs the read scope of each event group involved
-(kol.* kols:read, event.* events:read, campaign.* campaigns:read, signal.* signals:read).
+subscribes to, so every webhook operation needs the read scope of each event group
+involved (kol.* kols:read, event.* events:read, campaign.* campaigns:read, signal.*
+signals:read). Operations that change webhooks or make the service send (create,
+PATCH, DELETE, test, redeliver) also need the service's own scope webhooks:write.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -20,6 +23,7 @@ from starlette.responses import Response
 
 from commops_spec.constants import EVENTS
 from service import auth
+from service.scopes import WEBHOOKS_WRITE
 from service.errors import ApiError, invalid, not_found
 from service.routes import schemas
 from service.routes.common import db, errors, json_response, read_body, request_body
@@ -225,6 +229,7 @@ async def create_webhook(request: Request) -> Response:
 
 
 def _create(request: Request, body: CreateWebhook) -> Response:
+    auth.require_scope(request, WEBHOOKS_WRITE)
     events = _valid_events(body.events)
     caller = _require_event_scopes(request, events)
     url = _valid_url(body.url, _config(request))
@@ -264,6 +269,7 @@ async def update_webhook(request: Request, webhook_id: str) -> Response:
 
 
 def _update(request: Request, webhook_id: str, body: UpdateWebhook) -> Response:
+    auth.require_scope(request, WEBHOOKS_WRITE)
     if body.events is None and body.enabled is None:
         raise invalid("body", "missing", "Send events and/or enabled")
     events = _valid_events(body.events) if body.events is not None else None
@@ -276,6 +282,7 @@ def _update(request: Request, webhook_id: str, body: UpdateWebhook) -> Response:
 
 @router.delete("/v1/webhooks/{webhook_id}", response_model=WebhookDeleted, responses=_errors(403, 404))
 def delete_webhook(request: Request, webhook_id: str) -> Response:
+    auth.require_scope(request, WEBHOOKS_WRITE)
     caller, _ = _owned_webhook(request, webhook_id)
     conn = db(request)
     with transaction(conn):
@@ -291,17 +298,23 @@ def delete_webhook(request: Request, webhook_id: str) -> Response:
 )
 async def test_webhook(request: Request, webhook_id: str) -> Response:
     """Send a sample of `event` now, once, and answer with the outcome (never retried)."""
+    auth.require_scope(request, WEBHOOKS_WRITE)
     body = await read_body(request, TestEvent)
     _valid_events([body.event], field="event")
     caller, target = await run_in_threadpool(_test_target, request, webhook_id, body.event)
     config = _config(request)
     event_id, payload = sample_payload(caller.org_id, body.event)
+    if not config.allow_private and _obviously_private(httpx.URL(target["url"]).host):
+        raise _private_address(httpx.URL(target["url"]).host)  # registered while private targets were allowed
     async with make_client(config) as client:
         outcome = await attempt(client, config, target["url"], target["secret"], event_id, payload)
     record = store.AttemptRecord(new_id(store.DELIVERY_PREFIX, 20), webhook_id, outcome)
     await run_in_threadpool(
         lambda: store.record_test_delivery(db(request), caller.org_id, event_id, body.event, payload, record)
     )
+    if outcome.error and outcome.error.startswith("address_refused"):
+        # The name resolved to a refused address (checked on connect): nothing was sent or read.
+        raise _private_address(httpx.URL(target["url"]).host)
     return json_response(
         {
             "data": {
@@ -359,6 +372,7 @@ def get_delivery(request: Request, webhook_id: str, delivery_id: str) -> Respons
     responses=_errors(403, 404, 409),
 )
 def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Response:
+    auth.require_scope(request, WEBHOOKS_WRITE)
     caller, _ = _owned_webhook(request, webhook_id)
     conn = db(request)
     try:
@@ -390,6 +404,7 @@ async def redeliver_failed(request: Request, webhook_id: str) -> Response:
 
 def _redeliver_failed(request: Request, webhook_id: str, body: RedeliverSince) -> Response:
     """Queue again every failed delivery created at or after `since`."""
+    auth.require_scope(request, WEBHOOKS_WRITE)
     if body.since.tzinfo is None:
         raise invalid("since", "timezone_required", "since needs a time zone, e.g. 2026-11-20T00:00:00Z")
     caller, _ = _owned_webhook(request, webhook_id)
@@ -427,19 +442,33 @@ def _valid_url(url: str, config: WebhookConfig) -> str:
     if parsed.userinfo:
         raise invalid("url", "invalid_url", "url must not carry credentials; authenticate with the signature")
     if not config.allow_private and _obviously_private(parsed.host):
-        raise invalid("url", "private_address", f"{parsed.host} is not a public address (production mode)")
+        raise _private_address(parsed.host)
     return url
 
 
+def _private_address(host: str) -> ApiError:
+    return invalid("url", "private_address",
+                   f"{host} is not a public address; receivers on loopback, private and link-local addresses "
+                   "are refused unless the service runs with COMMOPS_SERVICE_WEBHOOK_ALLOW_PRIVATE=true")
+
+
 def _obviously_private(host: str) -> bool:
-    """Literal IPs and localhost, caught at registration; every host is checked again at delivery."""
+    """Literal IPs in any form a resolver accepts (127.0.0.1, 127.1, 2130706433, 0x7f.1,
+    0177.0.0.1, ::ffff:127.0.0.1) and localhost, caught at registration; every host is
+    checked again, on the address actually connected to, at delivery."""
+    host = host.rstrip(".").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
-        ipaddress.ip_address(host)
+        return not is_public(str(ipaddress.ip_address(host)))
     except ValueError:
-        return False
-    return not is_public(host)
+        pass
+    if all(part and (part.isdigit() or part.startswith("0x")) for part in host.split(".")):
+        try:  # the numeric IPv4 forms of inet_aton, which getaddrinfo also accepts
+            return not is_public(socket.inet_ntoa(socket.inet_aton(host)))
+        except OSError:
+            return False
+    return False
 
 
 def _valid_secret(secret: str) -> str:

@@ -16,11 +16,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from commops_spec.constants import CAMPAIGN_STATUSES, ID_PREFIXES, PERSONALIZATION_VARIABLES
-from service.store import listing, metrics, outbox
+from service.store import listing, metrics, outbox, search
 from service.store import products as product_store
 from service.store.db import new_id, now_iso, to_iso
 
 SORT_FIELDS = ("created_at", "updated_at", "name")
+MAX_VARIABLES = 1_000  # personalization placeholders per email part; each is expanded per recipient
 _VARIABLE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
 # Allowed status changes; draft -> active is "sending".
@@ -100,7 +101,12 @@ def get_campaign(conn: sqlite3.Connection, org_id: str, campaign_id: str) -> dic
 
 def _check_variables(email: dict[str, Any]) -> None:
     for part in ("subject", "body_html", "body_text"):
-        for name in _VARIABLE.findall(email.get(part) or ""):
+        names = _VARIABLE.findall(email.get(part) or "")
+        if len(names) > MAX_VARIABLES:
+            raise CampaignRejected(f"email.{part}", "too_many_variables",
+                                   f"email.{part} holds {len(names):,} personalization variables; "
+                                   f"at most {MAX_VARIABLES:,} are allowed", limit=MAX_VARIABLES)
+        for name in names:
             if name not in PERSONALIZATION_VARIABLES:
                 raise CampaignRejected(
                     f"email.{part}", "unknown_variable",
@@ -190,11 +196,11 @@ def create_campaign(conn: sqlite3.Connection, org_id: str, body: dict[str, Any])
     campaign_id = new_id(ID_PREFIXES["campaign"])
     conn.execute(
         "INSERT INTO campaigns (id, org_id, name, description, type, status, audience, email, products, schedule, "
-        "audience_count, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?)",
+        "audience_count, created_at, updated_at, search_text) VALUES (?, ?, ?, ?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             campaign_id, org_id, body["name"], body.get("description"), body["type"],
             json.dumps(body["audience"]), json.dumps(email), json.dumps(product_ids), json.dumps(schedule),
-            len(recipients), now, now,
+            len(recipients), now, now, search.text((body["name"],)),
         ),
     )
     conn.executemany(
@@ -298,7 +304,7 @@ def list_campaigns(
     where.add("org_id = ?", org_id)
     where.any_of("status", statuses)
     where.any_of("type", types)
-    where.search(("name",), search)
+    where.search(search)
     rows = listing.page_rows(conn, "campaigns", _COLUMNS, where, sort, order, page, per_page)
     counts = _delivery_counts(conn, [r["id"] for r in rows]) if rows else {}
     return [shape(r, counts.get(r["id"], (0, 0, 0, 0))) for r in rows], listing.count(conn, "campaigns", where)

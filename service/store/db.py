@@ -11,7 +11,12 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
+from commops_spec.constants import SCOPES as SPEC_SCOPES
+from service.scopes import WEBHOOKS_WRITE
+from service.store import search
+
 _ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+SCHEMA_VERSION = 1  # PRAGMA user_version once _migrate has run
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -27,14 +32,33 @@ def connect(path: str | Path) -> sqlite3.Connection:
 
 
 def init_db(path: str | Path) -> None:
-    """Create the database file and its schema if they do not exist yet."""
+    """Create the database file and its schema if they do not exist yet; bring the schema of
+    an older database up to date (columns added since: service/store/search.py)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     schema = resources.files("service.store").joinpath("schema.sql").read_text()
     conn = connect(path)
     try:
         conn.executescript(schema)
+        _migrate(conn)
     finally:
         conn.close()
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database of an older schema version up to SCHEMA_VERSION, once, in one transaction.
+
+    Version 1 (issue 9): the folded search_text columns; keys holding every scope of the
+    spec (created with `all`) are granted the new webhooks:write scope."""
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+        return
+    with transaction(conn):
+        if conn.execute("PRAGMA user_version").fetchone()[0] < 1:  # another process may have migrated meanwhile
+            search.add_column(conn)
+            for key_id, scopes in conn.execute("SELECT id, scopes FROM api_keys").fetchall():
+                held = scopes.split(",")
+                if set(SPEC_SCOPES) <= set(held) and WEBHOOKS_WRITE not in held:
+                    conn.execute("UPDATE api_keys SET scopes = ? WHERE id = ?", (",".join([*held, WEBHOOKS_WRITE]), key_id))
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 @contextmanager

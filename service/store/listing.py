@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.store import search
+
 
 @dataclass
 class Where:
@@ -37,11 +39,11 @@ class Where:
                 json.dumps(list(values)),
             )
 
-    def search(self, columns: Sequence[str], text: str | None) -> None:
-        """Case-insensitive substring match in any of columns (LIKE, % and _ escaped)."""
+    def search(self, text: str | None) -> None:
+        """Case-insensitive (every script) substring of any searched field: instr() on the
+        folded search_text column (service/store/search.py); no character is a wildcard."""
         if text:
-            pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            self.add("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in columns) + ")", *([pattern] * len(columns)))
+            self.add("instr(search_text, ?) > 0", search.fold(text))
 
     def sql(self) -> str:
         return " AND ".join(self.clauses) if self.clauses else "1"

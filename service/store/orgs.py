@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from commops_spec.constants import ID_PREFIXES, PLANS, SCOPES
+from commops_spec.constants import ID_PREFIXES, PLANS
+from service.scopes import ALL_SCOPES
 from service.auth import generate_key, hash_key
 from service.store.db import new_id, now_iso, transaction
 
@@ -36,10 +37,10 @@ def get_org(conn: sqlite3.Connection, org_id: str) -> dict:
 def create_key(conn: sqlite3.Connection, org_id: str, scopes: list[str] | str) -> tuple[str, str]:
     """A new key for `org_id`; returns (key_id, key). Only the hash is stored."""
     get_org(conn, org_id)
-    granted = list(SCOPES) if scopes == "all" else list(dict.fromkeys(scopes))
-    unknown = [s for s in granted if s not in SCOPES]
+    granted = list(ALL_SCOPES) if scopes == "all" else list(dict.fromkeys(scopes))
+    unknown = [s for s in granted if s not in ALL_SCOPES]
     if unknown or not granted:
-        raise ValueError(f"unknown scopes {unknown}; choose from {', '.join(SCOPES)} or 'all'")
+        raise ValueError(f"unknown scopes {unknown}; choose from {', '.join(ALL_SCOPES)} or 'all'")
     key = generate_key()
     key_id = new_id("key_", 12)
     with transaction(conn):

@@ -8,7 +8,7 @@ import sqlite3
 from typing import Any
 
 from commops_spec.constants import ID_PREFIXES, PRODUCT_STATUSES
-from service.store import listing
+from service.store import listing, search
 from service.store.db import new_id, now_iso
 
 SORT_FIELDS = ("created_at", "updated_at", "name")
@@ -64,13 +64,14 @@ def create_product(conn: sqlite3.Connection, org_id: str, fields: dict[str, Any]
     product_id = fields.get("id") or new_id(ID_PREFIXES["product"])
     conn.execute(
         "INSERT INTO products (id, org_id, name, description, product_line_id, status, regulatory_status, "
-        "target_markets, key_features, specifications, market_status, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "target_markets, key_features, specifications, market_status, created_at, updated_at, search_text) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             product_id, org_id, fields["name"], fields.get("description"), line_id, status,
             fields.get("regulatory_status"), json.dumps(fields.get("target_markets", [])),
             json.dumps(fields.get("key_features", [])), json.dumps(fields.get("specifications", [])),
             json.dumps(fields.get("market_status", {})), fields.get("created_at", now), fields.get("updated_at", now),
+            search.text((fields["name"], fields.get("description"))),
         ),
     )
     return get_product(conn, org_id, product_id)
@@ -114,7 +115,7 @@ def list_products(
     where.any_of("status", statuses)
     where.any_of("product_line_id", product_lines)
     where.json_array_has_any("target_markets", target_markets)
-    where.search(("name", "description"), search)
+    where.search(search)
     rows = listing.page_rows(conn, "products", _COLUMNS, where, sort, order, page, per_page,
                              alias_join="LEFT JOIN product_lines pl ON pl.id = products.product_line_id")
     return [shape(r) for r in rows], listing.count(conn, "products", where)

@@ -59,7 +59,8 @@ CREATE TABLE IF NOT EXISTS kols (
     h_index             INTEGER NOT NULL DEFAULT 0,
     publications_count  INTEGER NOT NULL DEFAULT 0,
     created_at          TEXT NOT NULL,
-    updated_at          TEXT NOT NULL
+    updated_at          TEXT NOT NULL,
+    search_text         TEXT NOT NULL DEFAULT ''  -- folded full_name, institution, email (service/store/search.py)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS kols_org_email ON kols (org_id, email_lower) WHERE email_lower IS NOT NULL;
 CREATE INDEX IF NOT EXISTS kols_org_created ON kols (org_id, is_archived, created_at, id);
@@ -135,7 +136,8 @@ CREATE TABLE IF NOT EXISTS products (
     specifications     TEXT NOT NULL DEFAULT '[]',
     market_status      TEXT NOT NULL DEFAULT '{}',
     created_at         TEXT NOT NULL,
-    updated_at         TEXT NOT NULL
+    updated_at         TEXT NOT NULL,
+    search_text        TEXT NOT NULL DEFAULT ''  -- folded name, description (service/store/search.py)
 );
 CREATE INDEX IF NOT EXISTS products_org_created ON products (org_id, created_at, id);
 
@@ -153,7 +155,8 @@ CREATE TABLE IF NOT EXISTS campaigns (
     audience_count  INTEGER NOT NULL DEFAULT 0,
     created_at      TEXT NOT NULL,
     updated_at      TEXT NOT NULL,
-    sent_at         TEXT
+    sent_at         TEXT,
+    search_text     TEXT NOT NULL DEFAULT ''  -- folded name (service/store/search.py)
 );
 CREATE INDEX IF NOT EXISTS campaigns_org_created ON campaigns (org_id, created_at, id);
 
@@ -191,7 +194,8 @@ CREATE TABLE IF NOT EXISTS signals (
     is_bookmarked      INTEGER NOT NULL DEFAULT 0,
     published_at       TEXT NOT NULL,
     fetched_at         TEXT NOT NULL,
-    updated_at         TEXT NOT NULL
+    updated_at         TEXT NOT NULL,
+    search_text        TEXT NOT NULL DEFAULT ''  -- folded title, content (service/store/search.py)
 );
 CREATE INDEX IF NOT EXISTS signals_org_published ON signals (org_id, published_at, id);
 CREATE INDEX IF NOT EXISTS signals_org_fetched ON signals (org_id, fetched_at, id);

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
+from service.store import search
+
 COLUMNS: dict[str, tuple[str, ...]] = {
     "product_lines": ("id", "org_id", "name"),
     "products": (
@@ -40,10 +42,13 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "signal_products": ("signal_id", "product_id", "org_id"),
 }
 
-_INSERTS = {
-    table: f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-    for table, cols in COLUMNS.items()
-}
+
+def _insert(table: str) -> str:
+    cols = (*COLUMNS[table], "search_text") if table in search.FIELDS else COLUMNS[table]
+    return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+
+
+_INSERTS = {table: _insert(table) for table in COLUMNS}
 
 
 def tune_for_bulk_load(conn: sqlite3.Connection) -> None:
@@ -58,7 +63,10 @@ def tune_for_bulk_load(conn: sqlite3.Connection) -> None:
 
 
 def insert_rows(conn: sqlite3.Connection, table: str, rows: Iterable[Sequence[object]]) -> None:
-    """Insert `rows` (tuples in COLUMNS[table] order) inside the caller's transaction."""
+    """Insert `rows` (tuples in COLUMNS[table] order) inside the caller's transaction; the
+    searchable tables get their search_text computed here."""
+    if table in search.FIELDS:
+        rows = search.with_text(table, COLUMNS[table], rows)
     conn.executemany(_INSERTS[table], rows)
 
 

@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 from commops_spec.constants import ID_PREFIXES, IMPACT_LEVELS, SENTIMENTS, SIGNAL_SOURCES
-from service.store import listing, outbox
+from service.store import listing, outbox, search
 from service.store.db import new_id, now_iso
 
 SORT_FIELDS = ("published_at", "fetched_at", "updated_at", "impact_score")
@@ -67,14 +67,14 @@ def ingest_signal(conn: sqlite3.Connection, org_id: str, fields: dict[str, Any])
     now = now_iso()
     signal_id = fields.get("id") or new_id(ID_PREFIXES["signal"])
     conn.execute(
-        f"INSERT INTO signals ({_COLUMNS}, org_id) VALUES ({', '.join('?' * 20)})",
+        f"INSERT INTO signals ({_COLUMNS}, org_id, search_text) VALUES ({', '.join('?' * 21)})",
         (
             signal_id, fields["title"], fields.get("url"), source_key, source.get("name", source_key.upper()),
             source.get("country"), source.get("region"), fields.get("content"), fields.get("ai_summary"),
             impact["level"], float(impact.get("score", 0)), json.dumps(impact.get("categories", [])),
             fields["sentiment"], json.dumps(relevance), int(bool(fields.get("is_read"))),
             int(bool(fields.get("is_bookmarked"))), fields.get("published_at", now), fields.get("fetched_at", now),
-            fields.get("updated_at", now), org_id,
+            fields.get("updated_at", now), org_id, search.text((fields["title"], fields.get("content"))),
         ),
     )
     product_ids = {item["product_id"] for item in relevance if item.get("product_id")}
@@ -124,7 +124,7 @@ def list_signals(
         where.add("is_bookmarked = ?", int(is_bookmarked))
     if is_read is not None:
         where.add("is_read = ?", int(is_read))
-    where.search(("title", "content"), search)
+    where.search(search)
     if published_after:
         where.add("published_at > ?", published_after)
     rows = listing.page_rows(conn, "signals", _COLUMNS, where, sort, order, page, per_page)

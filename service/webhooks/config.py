@@ -15,7 +15,7 @@ class WebhookConfig:
     attempt_timeout_seconds: float = 10.0  # overall deadline of one attempt: resolve, connect, send, read
     connect_timeout_seconds: float = 5.0
     max_response_bytes: int = 65_536  # read at most this much of a receiver's answer
-    allow_private: bool = True  # loopback/private/link-local receivers; always refused in production
+    allow_private: bool = False  # loopback/private/link-local receivers: opt-in; always refused in production
     per_webhook_concurrency: int = 8
     poll_interval_seconds: float = 0.05
     smtp_host: str = "localhost"
@@ -31,5 +31,5 @@ class WebhookConfig:
             value = getattr(settings, f"webhook_{name}", None)
             if name != "db" and value is not None:
                 fields[name] = value
-        fields["allow_private"] = fields.get("allow_private", True) and not production
+        fields["allow_private"] = fields.get("allow_private", False) and not production
         return cls(**fields)

@@ -112,3 +112,42 @@ def test_enterprise_has_no_day_limit():
     for minute in range(200):  # 200,000 requests in one day
         clock.now = minute * 60.0
         assert all(limiter.hit("org", "enterprise").allowed for _ in range(1_000))
+
+
+def test_a_revoked_key_never_spends_its_organizations_budget(tmp_path):
+    """The issue's case: 65 requests with a revoked key left the valid keys on 429 for a minute."""
+    db = tmp_path / "service.db"
+    org = admin.create_org(db, "Leaky Co", "starter")
+    valid = admin.create_key(db, org, "all")
+    revoked = admin.create_key(db, org, "all")
+    admin.revoke_key(db, admin.list_keys(db)[-1]["id"])
+    # a 60 s window, so that the whole burst falls into one or two windows
+    with ServiceServer(ServiceSettings(db=db, rate_window_seconds=60)) as server:
+        with httpx.Client(base_url=server.base_url, headers=bearer(revoked)) as client:
+            answers = [client.get("/products") for _ in range(65)]
+        statuses = [answer.status_code for answer in answers]
+        assert set(statuses) <= {401, 429}
+        windows = {answer.headers["x-ratelimit-reset"] for answer in answers}
+        assert 429 in statuses or len(windows) > 1  # its own bucket ran out (unless a minute began mid-burst)
+        assert all(answer.json()["error"]["code"] == "unauthorized" for answer in answers[:60] if
+                   answer.status_code == 401)
+        ok = httpx.get(f"{server.base_url}/products", headers=bearer(valid))
+        assert ok.status_code == 200, ok.text
+        assert int(ok.headers["x-ratelimit-remaining"]) == 59  # only this request was counted
+        assert ok.headers["x-ratelimit-limit"] == "60"
+
+
+def test_failed_authentication_beyond_its_address_budget_is_429_with_retry_after(tmp_path):
+    db = tmp_path / "service.db"
+    with ServiceServer(ServiceSettings(db=db, rate_window_seconds=60)) as server:
+        with httpx.Client(base_url=server.base_url, headers=bearer("cos_unknown")) as client:
+            answers = [client.get("/kols") for _ in range(61)]
+    first, last = answers[0], answers[-1]
+    error_of(first, 401, "unauthorized")
+    assert first.headers["x-ratelimit-limit"] == "60"
+    assert int(first.headers["x-ratelimit-remaining"]) < 60
+    if last.status_code == 429:  # unless a minute boundary fell inside the burst
+        error_of(last, 429, "rate_limited")
+        assert int(last.headers["retry-after"]) >= 1 and last.headers["x-ratelimit-remaining"] == "0"
+    assert 429 in {answer.status_code for answer in answers} or any(
+        a.headers["x-ratelimit-reset"] != first.headers["x-ratelimit-reset"] for a in answers)

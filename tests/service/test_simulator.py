@@ -117,6 +117,16 @@ def test_simulator_respects_the_plan_kol_limit(seeded_db):
     assert not [name for name, _ in _emitted(path) if name == "kol.created"]
 
 
+def _wait_until(condition, timeout: float = 20.0) -> bool:
+    """Poll `condition` until it holds or `timeout` seconds pass; whether it held."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_simulator_runs_inside_the_service_when_enabled_and_stops_with_it(seeded_db):
     path, org_id = seeded_db
     key = admin.create_key(path, org_id, "all")
@@ -125,16 +135,14 @@ def test_simulator_runs_inside_the_service_when_enabled_and_stops_with_it(seeded
         simulator = server.app.state.simulator
         assert simulator.running
         headers = {"Authorization": f"Bearer {key}"}
-        before = httpx.get(f"{server.base_url}/signals", headers=headers).json()["meta"]["total"]
-        deadline = time.monotonic() + 20
-        while sum(simulator.performed.values()) < 30 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sum(simulator.performed.values()) >= 30, "the simulator did not act within 20 s"
-        deadline = time.monotonic() + 20
-        while simulator.performed["ingest_signal"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        after = httpx.get(f"{server.base_url}/signals", headers=headers).json()["meta"]["total"]
-        assert after > before
+
+        def signal_total() -> int:
+            return httpx.get(f"{server.base_url}/signals", headers=headers).json()["meta"]["total"]
+
+        before = signal_total()
+        assert _wait_until(lambda: sum(simulator.performed.values()) >= 30), "the simulator did not act within 20 s"
+        # `before` may already include the simulator's first ingests: wait for the list to grow past it.
+        assert _wait_until(lambda: signal_total() > before), f"no signal was ingested within 20 s (total {before})"
     assert not simulator.running  # stopped (and joined) by the service's shutdown hook
 
 

@@ -232,6 +232,7 @@ class ServiceDb:
             "time_scale": 0.00002,
             "poll_interval_seconds": 0.01,
             "attempt_timeout_seconds": 2.0,
+            "allow_private": True,  # the test receivers listen on loopback
         }
         return WebhookConfig(**{**values, **overrides})
 
@@ -266,7 +267,7 @@ class WebhookService:
     db: Path
     org_id: str
     key: str  # every scope
-    kols_only_key: str  # kols:read
+    kols_only_key: str  # kols:read and webhooks:write
     other_key: str  # another organization, every scope
 
     def client(self, key: str | None = None) -> Any:
@@ -292,6 +293,7 @@ def webhook_service(db: Path, **settings: Any) -> Iterator[WebhookService]:
         "webhook_poll_interval_seconds": 0.01,
         "webhook_attempt_timeout_seconds": 2.0,
         "webhook_smtp_port": free_port(),  # nothing listens: failure emails stay owed, harmlessly
+        "webhook_allow_private": True,  # the test receivers listen on loopback
     }
     server = ServiceServer(ServiceSettings(**{**values, **settings})).start()
     try:
@@ -300,7 +302,7 @@ def webhook_service(db: Path, **settings: Any) -> Iterator[WebhookService]:
             db,
             org_id,
             admin.create_key(db, org_id, "all"),
-            admin.create_key(db, org_id, ["kols:read"]),
+            admin.create_key(db, org_id, ["kols:read", "webhooks:write"]),
             admin.create_key(db, other_org, "all"),
         )
     finally:
