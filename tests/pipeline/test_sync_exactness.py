@@ -26,13 +26,13 @@ from assets.catalog import CATALOG, KOLS
 from assets.progress import ProgressReporter
 from assets.records import EXTRA_COLUMN
 from tests.pipeline.conftest import RunningService, start_service
-from tests.pipeline.sync_support import assert_same_value, sync, table_rows
+from tests.pipeline.sync_support import api_items, assert_same_value, sync, table_rows
 from tests.pipeline.test_api_client_support import add_kols, archive_kols
 from tests.spec_server import SpecServer
 
 PER_PAGE = 100  # the sync's page size
 ACTIVE_WALK = "kols is_archived=false"  # the progress task of the active KOL walk
-SIZES = dict(kols=1250, campaigns=30, products=10, signals=40)
+SIZES = dict(kols=1050, campaigns=30, products=10, signals=40)
 
 
 # -- adapters: one per server, the same handles ---------------------------------------------------
@@ -53,12 +53,11 @@ class SpecAdapter:
     def archive_kols(self, ids: list[str]) -> None:
         self.server.archive_kols(ids)
 
-    def truth(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """resource -> id -> the item as the list endpoint returns it (KOLs: active and archived)."""
-        return {spec.name: {item["id"]: item for item in self.server.truth(spec.name)} for spec in CATALOG}
-
-    def archived_ids(self) -> set[str]:
-        return self.server.archived_kol_ids()
+    def truth(self) -> tuple[dict[str, dict[str, dict[str, Any]]], set[str]]:
+        """(resource -> id -> the item as the list endpoint returns it, KOLs active and archived; archived KOL ids)."""
+        with self.server.state.lock:  # one consistent moment
+            items = {spec.name: {item["id"]: item for item in self.server.truth(spec.name)} for spec in CATALOG}
+            return items, self.server.archived_kol_ids()
 
     def inject_after_page(self, page: int, action: Callable[[], Any]) -> dict[str, Any]:
         """Run `action` once, right after the server computed `page` of the active KOL walk; returns sync kwargs."""
@@ -94,13 +93,10 @@ class ServiceAdapter:
     def archive_kols(self, ids: list[str]) -> None:
         archive_kols(self.service, ids)
 
-    def truth(self) -> dict[str, dict[str, dict[str, Any]]]:
-        from tests.pipeline.sync_support import api_items
-
-        return {spec.name: api_items(self.service, spec) for spec in CATALOG}
-
-    def archived_ids(self) -> set[str]:
-        return {kol_id for kol_id, item in self.truth()["kols"].items() if item["is_archived"]}
+    def truth(self) -> tuple[dict[str, dict[str, dict[str, Any]]], set[str]]:
+        """(resource -> id -> the item as the list endpoint returns it, KOLs active and archived; archived KOL ids)."""
+        items = {spec.name: api_items(self.service, spec) for spec in CATALOG}
+        return items, {kol_id for kol_id, item in items["kols"].items() if item["is_archived"]}
 
     def inject_after_page(self, page: int, action: Callable[[], Any]) -> dict[str, Any]:
         reporter = _AfterPage(page, action)
@@ -136,11 +132,15 @@ def _copy_service(template: RunningService, directory: Path) -> RunningService:
                           db_path=db_path, settings=settings, server=server, seeded=template.seeded)
 
 
+def _spec_server(random_seed: int) -> SpecServer:
+    return SpecServer(kols=SIZES["kols"] - 60, archived_kols=60, campaigns=SIZES["campaigns"],
+                      products=SIZES["products"], signals=SIZES["signals"], random_seed=random_seed)
+
+
 @pytest.fixture(params=["service", "spec"])
 def adapter(request, _service_template, tmp_path_factory) -> Iterator[SpecAdapter | ServiceAdapter]:
     if request.param == "spec":
-        with SpecServer(kols=SIZES["kols"] - 60, archived_kols=60, campaigns=SIZES["campaigns"],
-                        products=SIZES["products"], signals=SIZES["signals"]) as server:
+        with _spec_server(random_seed=0) as server:
             yield SpecAdapter(server)
     else:
         service = _copy_service(_service_template, tmp_path_factory.mktemp("exactness_service"))
@@ -152,8 +152,7 @@ def adapter(request, _service_template, tmp_path_factory) -> Iterator[SpecAdapte
 
 @pytest.fixture
 def spec_adapter() -> Iterator[SpecAdapter]:
-    with SpecServer(kols=SIZES["kols"] - 60, archived_kols=60, campaigns=SIZES["campaigns"],
-                    products=SIZES["products"], signals=SIZES["signals"], random_seed=1) as server:
+    with _spec_server(random_seed=1) as server:
         yield SpecAdapter(server)
 
 
@@ -162,7 +161,8 @@ def spec_adapter() -> Iterator[SpecAdapter]:
 
 def _active_in_walk_order(adapter) -> list[str]:
     """Active KOL ids in the order the sync pages them (created_at ascending, ties by id)."""
-    kols, archived = adapter.truth()["kols"], adapter.archived_ids()
+    truth, archived = adapter.truth()
+    kols = truth["kols"]
     return [k["id"] for k in sorted(kols.values(), key=lambda k: (k["created_at"], k["id"])) if k["id"] not in archived]
 
 
@@ -181,7 +181,7 @@ def _positions(active: list[str], where: str, n: int) -> list[str]:
 def assert_warehouse_is_the_truth(adapter, data_dir: Path, summary, archived_during: list[str] = ()) -> None:
     """Same ids for every resource, archived flags right, every field the server sends equal; no failed check."""
     db = data_dir / "analytics.duckdb"
-    truth, archived = adapter.truth(), adapter.archived_ids()
+    truth, archived = adapter.truth()
     for spec in CATALOG:
         rows, items = table_rows(db, spec.table), truth[spec.name]
         missing, extra = sorted(set(items) - set(rows)), sorted(set(rows) - set(items))
@@ -293,7 +293,7 @@ def test_sync_is_exact_when_kols_are_created_while_paging(adapter, tmp_path):
 
 
 def test_sync_of_a_quiet_server_sends_one_request_per_page(adapter, tmp_path):
-    truth, archived = adapter.truth(), adapter.archived_ids()
+    truth, archived = adapter.truth()
 
     summary = sync(adapter, tmp_path / "data")
 
@@ -321,11 +321,11 @@ def test_commops_sync_cli_against_the_spec_server_exits_0_with_exact_tables(tmp_
         )
         assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
         db = tmp_path / "data" / "analytics.duckdb"
-        truth = adapter.truth()
+        truth, archived = adapter.truth()
         for spec in CATALOG:
             assert set(table_rows(db, spec.table)) == set(truth[spec.name]), spec.table
         kols = table_rows(db, KOLS.table)
-        assert {k for k, row in kols.items() if row["is_archived"]} == server.archived_kol_ids()
+        assert {k for k, row in kols.items() if row["is_archived"]} == archived
         details = set(table_rows(db, "kol_details"))  # enriched from the detail shape (contact, metrics)
-        active = set(truth["kols"]) - server.archived_kol_ids()
+        active = set(truth["kols"]) - archived
         assert active <= details <= set(truth["kols"])

@@ -225,7 +225,7 @@ class SpecState:
         status = rng.choice(_CAMPAIGN_STATUSES)
         sent = rng.randrange(50, 2000) if status in ("active", "completed") else 0
         delivered = int(sent * 0.97)
-        opened, clicked = int(delivered * rng.uniform(0.2, 0.6)), 0
+        opened = int(delivered * rng.uniform(0.2, 0.6))
         clicked = int(opened * rng.uniform(0.05, 0.3))
         schedule_type = rng.choice(("immediate", "scheduled", "recurring"))
         schedule: dict[str, Any] = {"type": schedule_type}
