@@ -265,7 +265,8 @@ def test_sync_is_exact_whatever_the_server_clock_says(spec_adapter, tmp_path, of
 def test_sync_is_exact_when_kols_are_archived_or_deleted_while_paging(adapter, tmp_path):
     active = _active_in_walk_order(adapter)
     victims = _positions(active, "first_page", 3) + _positions(active, "boundary", 4)
-    deleted = active[150:153] if adapter.name == "spec" else []  # page 2, not yet fetched after page 1
+    # spec server: also delete rows already fetched (page 1) and one not yet fetched (page 2)
+    deleted = active[20:22] + active[150:151] if adapter.name == "spec" else []
 
     def archive_and_delete() -> None:
         adapter.archive_kols(victims)
@@ -303,6 +304,8 @@ def test_sync_of_a_quiet_server_sends_one_request_per_page(adapter, tmp_path):
     assert summary.asset("lake/kols").requests == pages(active) + pages(len(archived))
     for name in ("campaigns", "products", "signals"):
         assert summary.asset(f"lake/{name}").requests == pages(len(truth[name])), name
+    if adapter.name == "spec":  # the server's own count agrees with the client's
+        assert adapter.server.request_count("/kols") == summary.asset("lake/kols").requests
 
 
 # -- 6. the real CLI against the spec server -----------------------------------------------------------
