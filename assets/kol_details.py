@@ -8,30 +8,30 @@ oldest pending first, and reports how many remain; running out of budget never f
 """
 
 
-import shutil
 import time
 from datetime import UTC, datetime
 
 import dagster as dg
-import pyarrow.parquet as pq
+from pydantic import Field
 
 from assets.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
-from assets.metadata import markdown_preview, request_metadata
-from assets.snapshot_date import snapshot_date
+from assets.metadata import catalog_reference, column_schema, markdown_preview, request_metadata
 from assets.progress import ProgressReporter
 from assets.records import RecordConverter
-from assets.sql import read_parquet
-from assets.warehouse import ensure_table, merge_rows
-from resources import settings
+from assets.snapshot_date import snapshot_date
 from resources.api import CommopsApiResource
-from resources.commops_api import AuthenticationError, RequestBudgetExceeded, ScopeError
-from resources.warehouse import LakeResource, WarehouseResource
+from resources.commops_api import RequestBudgetExceeded
+from resources.lake import LakeResource, SnapshotWriter
+from resources.settings import load_settings
+from resources.sql import read_parquet
+from resources.warehouse import WarehouseResource
 
 BATCH = 500
 
 
 class KolDetailsConfig(dg.Config):
-    limit: int = settings.enrich_details_limit()  # details fetched per run at most; 0 skips enrichment
+    # Details fetched per run at most; 0 skips enrichment; unset: COMMOPS_ENRICH_DETAILS_LIMIT (default 5,000).
+    limit: int | None = Field(default=None, ge=0)
 
 
 PENDING_SQL = f"""
@@ -41,14 +41,12 @@ PENDING_SQL = f"""
 
 
 def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, limit: int) -> tuple[list[str], int]:
-    with warehouse.writer(context.log, publish=False) as conn:
-        ensure_table(conn, KOL_DETAILS)
-        total = conn.execute(f"SELECT count(*) FROM ({PENDING_SQL})").fetchone()[0]
+    with warehouse.writer(context.log) as session:
+        session.ensure_table(KOL_DETAILS)
+        total = session.conn.execute(f"SELECT count(*) FROM ({PENDING_SQL})").fetchone()[0]
         ids = [
             row[0]
-            for row in conn.execute(
-                f"{PENDING_SQL} ORDER BY k.updated_at, k.id LIMIT {int(limit)}"
-            ).fetchall()
+            for row in session.conn.execute(f"{PENDING_SQL} ORDER BY k.updated_at, k.id LIMIT {int(limit)}").fetchall()
         ]
     return ids, int(total)
 
@@ -60,7 +58,12 @@ def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, li
     kinds={"duckdb"},
     pool="warehouse",
     description=f"DuckDB table kol_details: {KOL_DETAILS.description}",
-    metadata={"table": KOL_DETAILS.table, "api_path": "/v1/kols/{id}"},
+    metadata={
+        "table": KOL_DETAILS.table,
+        "api_path": "/v1/kols/{id}",
+        **column_schema(KOL_DETAILS.schema, warehouse=True),
+        **catalog_reference(KOL_DETAILS),
+    },
 )
 def kol_details(
     context: dg.AssetExecutionContext,
@@ -71,34 +74,35 @@ def kol_details(
     progress: dg.ResourceParam[ProgressReporter],
 ) -> dg.MaterializeResult:
     started = time.monotonic()
+    limit = config.limit if config.limit is not None else load_settings().enrich_details_limit
     client = api.client
     before = client.stats
     budget_left = max(0, api.max_requests_per_run - before.requests)
-    ids, pending = _pending(warehouse, context, min(config.limit, budget_left))
-    fetched, stopped_by = 0, None
-    staging = lake.new_staging_dir(KOL_DETAILS.name, snapshot_date(context)) if ids else None
+    ids, pending = _pending(warehouse, context, min(limit, budget_left))
+    writer = lake.snapshot_writer(
+        KOL_DETAILS.name, snapshot_date(context), KOL_DETAILS.schema, key=KOL_DETAILS.key, newest_by="enriched_at"
+    )
     try:
-        if staging is not None:
-            fetched, stopped_by = _fetch(context, client, ids, staging / "details.parquet", progress)
-        with warehouse.writer(context.log) as conn:
-            ensure_table(conn, KOL_DETAILS)
+        fetched, stopped_by = _fetch(client, ids, writer, progress)
+        with warehouse.writer(context.log) as session:
+            session.ensure_table(KOL_DETAILS)
             if fetched:
-                merge_rows(conn, KOL_DETAILS, read_parquet(staging / "details.parquet"))
-            rows = conn.execute(f"SELECT count(*) FROM {KOL_DETAILS.table}").fetchone()[0]
-            preview = markdown_preview(conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
+                writer.close(session.conn)
+                session.merge(KOL_DETAILS, read_parquet(writer.path))
+            rows = session.count(KOL_DETAILS.table)
+            preview = markdown_preview(session.conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
     finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+        writer.abort()  # the staged details are merged: nothing of them is kept in the lake
     remaining = pending - fetched
-    if config.limit <= 0:
+    if limit <= 0:
         context.log.info(f"KOL details: enrichment skipped (limit 0); {pending} pending")
     elif remaining:
-        why = stopped_by or f"limit {config.limit} per run (COMMOPS_ENRICH_DETAILS_LIMIT), budget left {budget_left}"
+        why = stopped_by or f"limit {limit} per run (COMMOPS_ENRICH_DETAILS_LIMIT), budget left {budget_left}"
         context.log.warning(f"KOL details: {fetched} fetched, {remaining} still pending ({why}); the next run continues")
     stats = client.stats - before
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": int(rows),
+            "dagster/row_count": rows,
             "details_fetched": fetched,
             "pending_before": pending,
             "pending_remaining": remaining,
@@ -109,27 +113,26 @@ def kol_details(
     )
 
 
-def _fetch(context, client, ids: list[str], path, progress: ProgressReporter) -> tuple[int, str | None]:
-    """Fetch details into a Parquet file, BATCH rows per row group. Returns (fetched, reason stopped early)."""
+def _fetch(client, ids: list[str], writer: SnapshotWriter, progress: ProgressReporter) -> tuple[int, str | None]:
+    """Fetch details into the staged file, BATCH rows per batch. Returns (fetched, reason stopped early)."""
     enriched_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     converter = RecordConverter(KOL_DETAILS.schema, ignored=KOL_DETAIL_FIELDS_IN_KOLS, defaults={"enriched_at": enriched_at})
     fetched, stopped_by, batch = 0, None, []
-    with pq.ParquetWriter(path, KOL_DETAILS.schema, compression="zstd") as writer:
-        try:
-            for _, data in client.get_many([f"/kols/{kol_id}" for kol_id in ids], skip_missing=True):
-                batch.append(data)
-                if len(batch) >= BATCH:
-                    writer.write_batch(converter.to_batch(batch))
-                    fetched += len(batch)
-                    batch = []
-                    progress.items("kol details", fetched, len(ids))
-        except (AuthenticationError, ScopeError):
-            raise
-        except RequestBudgetExceeded as error:
-            stopped_by = str(error)
-        if batch:
-            writer.write_batch(converter.to_batch(batch))
-            fetched += len(batch)
-    progress.items("kol details", fetched, len(ids))
-    progress.finished("kol details")
+    try:
+        for _, data in client.get_many([f"/kols/{kol_id}" for kol_id in ids], skip_missing=True):
+            batch.append(data)
+            if len(batch) >= BATCH:
+                writer.write(converter.to_batch(batch))
+                fetched += len(batch)
+                batch = []
+                progress.items("kol details", fetched, len(ids))
+    except RequestBudgetExceeded as error:
+        stopped_by = str(error)
+    if batch:
+        writer.write(converter.to_batch(batch))
+        fetched += len(batch)
+    writer.end_walk(fetched, frozenset())
+    if ids:
+        progress.items("kol details", fetched, len(ids))
+        progress.finished("kol details")
     return fetched, stopped_by

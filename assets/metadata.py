@@ -1,13 +1,19 @@
-"""Materialization metadata shared by the assets: request counters and markdown previews."""
+"""Metadata shared by the assets: request counters, markdown previews, column schemas, catalog references."""
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import duckdb
+import pyarrow as pa
 
+from assets import catalog
+from assets.catalog import ResourceSpec
 from resources.commops_api import RequestStats
+from resources.warehouse import LOAD_COLUMNS, column_type, description
 
 
 def request_metadata(stats: RequestStats) -> dict[str, Any]:
@@ -25,3 +31,29 @@ def markdown_preview(conn: duckdb.DuckDBPyConnection, relation: str, columns: li
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(v).replace("|", "/")[:60] for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def column_schema(schema: pa.Schema, *, warehouse: bool = False) -> dict[str, Any]:
+    """`dagster/column_schema` from an Arrow schema and its field descriptions (warehouse tables add
+    the load columns), so the UI shows every column with its type and meaning."""
+    columns = [
+        dg.TableColumn(name=f.name, type=column_type(f) if warehouse else str(f.type), description=description(f) or None)
+        for f in schema
+    ]
+    if warehouse:
+        columns += [dg.TableColumn(name=name, type=type_, description=text) for name, type_, text in LOAD_COLUMNS]
+    return {"dagster/column_schema": dg.TableSchema(columns=columns)}
+
+
+def catalog_reference(spec: ResourceSpec) -> dict[str, Any]:
+    """`dagster/code_references` pointing at the resource's entry in assets/catalog.py (the assets
+    themselves come from one factory, whose source says little about a given resource)."""
+    path = Path(catalog.__file__).resolve()
+    line = next(
+        (number for number, text in enumerate(path.read_text().splitlines(), 1) if f'name="{spec.name}",' in text),
+        None,
+    )
+    with warnings.catch_warnings():  # code references are a beta API of Dagster 1.13; the UI shows them
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        reference = dg.LocalFileCodeReference(file_path=str(path), line_number=line, label=f"catalog entry: {spec.name}")
+        return {"dagster/code_references": dg.CodeReferencesMetadataValue(code_references=[reference])}

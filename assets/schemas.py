@@ -225,7 +225,3 @@ KOL_DETAILS = pa.schema(
         EXTRA,
     ]
 )
-
-
-def description(f: pa.Field) -> str:
-    return (f.metadata or {}).get(b"description", b"").decode()

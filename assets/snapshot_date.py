@@ -13,11 +13,11 @@ from zoneinfo import ZoneInfo
 
 import dagster as dg
 
-from resources import settings
+from resources.settings import load_settings
 
 
 def today() -> str:
-    return datetime.now(ZoneInfo(settings.timezone())).strftime("%Y-%m-%d")
+    return datetime.now(ZoneInfo(load_settings().timezone)).strftime("%Y-%m-%d")
 
 
 def snapshot_date(context: dg.AssetExecutionContext) -> str:
@@ -27,4 +27,4 @@ def snapshot_date(context: dg.AssetExecutionContext) -> str:
 def run_snapshot_date(instance: dg.DagsterInstance, run_id: str) -> str:
     record = instance.get_run_record_by_id(run_id)
     created = record.create_timestamp if record is not None else datetime.now(ZoneInfo("UTC"))
-    return created.astimezone(ZoneInfo(settings.timezone())).strftime("%Y-%m-%d")
+    return created.astimezone(ZoneInfo(load_settings().timezone)).strftime("%Y-%m-%d")

@@ -1,7 +1,5 @@
 """Values the specification names (parts 2, 3, 5, 6 and 8)."""
 
-API_VERSION = "v1"
-
 ID_PREFIXES = {
     "kol": "kol_",
     "campaign": "cmp_",
@@ -23,7 +21,6 @@ PERSONALIZATION_VARIABLES = ("full_name", "first_name", "title", "institution", 
 
 PRODUCT_STATUSES = ("active", "in_development", "discontinued")
 MARKETS = ("US", "EU", "CN", "JP", "IN")
-MARKET_STATUSES = ("approved", "under_review")
 
 SIGNAL_SOURCES = ("fda", "ema", "nmpa", "pmda", "tga", "health_canada", "mhra", "industry")
 IMPACT_LEVELS = ("critical", "high", "medium", "low")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from pipelines.local_commands import demo, ui
@@ -10,7 +12,27 @@ from pipelines.sync_command import sync
 from service.cli import service
 
 
-@click.group()
+class OneLineErrors(click.Group):
+    """Usage errors as one line naming the command and the option (`commops sync failed: invalid
+    value for '--enrich-limit': ...`), not click's usage block; exit code 2 as click's."""
+
+    def main(self, *args, **kwargs):  # type: ignore[override]
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as error:
+            where = error.ctx.command_path if error.ctx is not None else "commops"
+            message = error.format_message()
+            click.echo(f"{where} failed: {message[:1].lower()}{message[1:]} (see {where} --help)", err=True)
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            click.echo(f"commops failed: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("commops: interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=OneLineErrors)
 def main() -> None:
     """commops-sync: the Commercial Operations Service sync."""
 
@@ -22,4 +44,4 @@ main.add_command(ui)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(prog_name="commops"))

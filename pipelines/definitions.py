@@ -1,4 +1,5 @@
-"""The Dagster code location (workspace.yaml loads `pipelines.definitions`): one Definitions."""
+"""The Dagster code location (workspace.yaml loads `pipelines.definitions`): one Definitions, and
+the one place resources are built, for the code location, `commops sync`/`demo` and the tests."""
 
 from __future__ import annotations
 
@@ -6,42 +7,56 @@ from typing import Any
 
 import dagster as dg
 
+from assets.analytics import build_analytics_asset
 from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
 from assets.progress import ProgressReporter
 from assets.warehouse import TABLE_ASSETS
 from pipelines.jobs import JOBS
-from pipelines.schedules import SCHEDULES
-from pipelines.sensors import SENSORS
-from resources import settings
+from pipelines.schedules import build_schedules
 from resources.api import CommopsApiResource
-from resources.warehouse import LakeResource, WarehouseResource
+from resources.lake import LakeResource
+from resources.settings import API_KEY_ENV, BASE_URL_ENV, Settings, load_settings
+from resources.warehouse import WarehouseResource
 
-ASSETS = [*SNAPSHOT_ASSETS, *TABLE_ASSETS, kol_details]
+WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
+ASSETS = [*SNAPSHOT_ASSETS, *WAREHOUSE_ASSETS, build_analytics_asset([a.key for a in WAREHOUSE_ASSETS])]
 
 
-def default_resources() -> dict[str, Any]:
-    """Resources from the environment: COMMOPS_BASE_URL, COMMOPS_API_KEY, COMMOPS_DATA_DIR."""
-    data_dir = str(settings.data_dir())
+def build_resources(
+    settings: Settings,
+    *,
+    api_key_env: str = API_KEY_ENV,
+    progress: ProgressReporter | None = None,
+    max_concurrency: int = 4,
+) -> dict[str, Any]:
+    """The run's resources. Secrets only as dg.EnvVar: Dagster stores the variable's name, never its
+    value. The base URL is the explicit setting when one was given, else COMMOPS_BASE_URL at run time."""
+    data_dir = str(settings.data_dir)
     return {
         "api": CommopsApiResource(
-            base_url=dg.EnvVar(settings.BASE_URL_ENV),
-            api_key=dg.EnvVar(settings.API_KEY_ENV),
+            base_url=settings.base_url or dg.EnvVar(BASE_URL_ENV),
+            api_key=dg.EnvVar(api_key_env),
+            max_concurrency=max_concurrency,
         ),
         "lake": LakeResource(data_dir=data_dir),
         "warehouse": WarehouseResource(data_dir=data_dir),
-        "progress": dg.ResourceDefinition.hardcoded_resource(ProgressReporter()),
+        "progress": dg.ResourceDefinition.hardcoded_resource(progress or ProgressReporter()),
     }
 
 
-def make_definitions(resources: dict[str, Any] | None = None) -> dg.Definitions:
+def make_definitions(settings: Settings, resources: dict[str, Any] | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=ASSETS,
         jobs=JOBS,
-        schedules=SCHEDULES,
-        sensors=SENSORS,
-        resources=resources or default_resources(),
+        schedules=build_schedules(settings.timezone),
+        resources=resources or build_resources(settings),
     )
 
 
-defs = make_definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    """What `dagster dev` loads (lazily: importing this module reads no environment). The base URL
+    stays an EnvVar, so the UI shows the variable rather than a copy of its value."""
+    settings = load_settings()
+    return make_definitions(settings, build_resources(settings.model_copy(update={"base_url": None})))

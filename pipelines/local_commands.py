@@ -3,64 +3,81 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from resources import settings
+from pipelines.command_checks import require_free_port, writable_data_dir
+from pipelines.dagster_home import prepare_home
+from pipelines.sync_command import run_and_report
+from resources.settings import API_KEY_ENV, BASE_URL_ENV, load_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @click.command("demo")
 @click.option("--data-dir", help="Where everything goes (default: $COMMOPS_DATA_DIR or ./data).")
-@click.option("--kols", default=200, show_default=True, help="KOLs to seed on the first run.")
-def demo(data_dir: str | None, kols: int) -> None:
+@click.option("--kols", default=200, show_default=True, type=click.IntRange(min=0), help="KOLs to seed on the first run.")
+@click.option("--serve", is_flag=True, help="Keep the local service up after the sync (Ctrl-C stops it).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port of the local service with --serve.")
+def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
     """Seed and start the local service, run the full nightly sync against it, show where the data is."""
     from pipelines.local_service import ensure_seeded, start_local_service
-    from pipelines.sync_command import run_and_report
 
     console = Console(width=None if sys.stdout.isatty() else 160)
-    data = settings.data_dir(data_dir)
+    data = writable_data_dir("demo", data_dir)
+    if serve:
+        require_free_port("demo", port)
     db_path, credentials = ensure_seeded(data, kols=kols, echo=console.print)
-    server = start_local_service(db_path)
+    server = start_local_service(db_path, port=port if serve else 0)
     console.print(f"Local service: {server.base_url} (database {db_path})")
-    os.environ[settings.API_KEY_ENV] = credentials.api_key  # read by the API resource as a dg.EnvVar
+    os.environ[API_KEY_ENV] = credentials.api_key  # read by the API resource as a dg.EnvVar
     try:
         run_and_report("demo", base_url=server.base_url, data_dir=data, progress=sys.stderr.isatty())
+        if serve:
+            console.print(
+                f"The local service stays up at {server.base_url} (Ctrl-C stops it). From another shell:\n"
+                f"  export {BASE_URL_ENV}={server.base_url} {API_KEY_ENV}=$(.venv/bin/commops service demo-key --data-dir {data})\n"
+                f"  .venv/bin/commops sync --data-dir {data}",
+                soft_wrap=True,
+            )
+            threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
     finally:
         server.stop()
 
 
 @click.command("ui")
 @click.option("--data-dir", help="Where everything goes (default: $COMMOPS_DATA_DIR or ./data).")
-@click.option("--port", default=3000, show_default=True, help="Port of the Dagster UI.")
-@click.option("--service-port", default=8000, show_default=True, help="Port of the local service (when used).")
+@click.option("--port", default=3000, show_default=True, type=click.IntRange(1, 65535), help="Port of the Dagster UI.")
+@click.option("--service-port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the local service (when used).")
 def ui(data_dir: str | None, port: int, service_port: int) -> None:
     """Start the Dagster UI (dagster dev) with schedules and sensors live.
 
     Without COMMOPS_BASE_URL, the seeded local service is started and used as the source.
-    Dagster's home is $COMMOPS_DATA_DIR/dagster_home, configured by the repo's dagster.yaml.
+    Dagster's home is the one `commops sync` and `commops demo` record their runs in
+    ($DAGSTER_HOME, else $COMMOPS_DATA_DIR/dagster_home), configured by the repo's dagster.yaml.
     """
-    data = settings.data_dir(data_dir)
+    data = writable_data_dir("ui", data_dir)
+    require_free_port("ui", port)
     env = dict(os.environ, COMMOPS_DATA_DIR=str(data))
     server = None
-    if not os.environ.get(settings.BASE_URL_ENV):
+    if not os.environ.get(BASE_URL_ENV):
         from pipelines.local_service import ensure_seeded, start_local_service
 
+        require_free_port("ui", service_port, "--service-port")
         db_path, credentials = ensure_seeded(data, echo=click.echo)
         server = start_local_service(db_path, port=service_port)
-        env[settings.BASE_URL_ENV] = server.base_url
-        env[settings.API_KEY_ENV] = credentials.api_key
+        env[BASE_URL_ENV] = server.base_url
+        env[API_KEY_ENV] = credentials.api_key
         click.echo(f"Local service: {server.base_url}")
-    home = data / "dagster_home"
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
-    env["DAGSTER_HOME"] = str(home)
+    env["DAGSTER_HOME"] = str(prepare_home(load_settings(data_dir=str(data))))
     command = [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-p", str(port)]
     try:
         subprocess.run(command, env=env, cwd=REPO_ROOT, check=False)

@@ -11,15 +11,16 @@ from __future__ import annotations
 import dagster as dg
 
 from pipelines.jobs import nightly_sync
-from resources import settings
 
-nightly_sync_schedule = dg.ScheduleDefinition(
-    name="nightly_sync_schedule",
-    job=nightly_sync,
-    cron_schedule="0 2 * * *",
-    execution_timezone=settings.timezone(),
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Runs the full sync every night at 02:00 (COMMOPS_TIMEZONE).",
-)
 
-SCHEDULES = [nightly_sync_schedule]
+def build_schedules(timezone: str) -> list[dg.ScheduleDefinition]:
+    return [
+        dg.ScheduleDefinition(
+            name="nightly_sync_schedule",
+            job=nightly_sync,
+            cron_schedule="0 2 * * *",
+            execution_timezone=timezone,
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+            description="Runs the full sync every night at 02:00 (COMMOPS_TIMEZONE).",
+        )
+    ]

@@ -1,7 +1,8 @@
 """`run_sync`: the nightly_sync job executed in-process for one snapshot date, summarised.
 
 Used by `commops sync` (and `commops demo`). Failures become a `SyncError` with one clear
-line (the API client's message for 401/403, the setting's name when one is missing).
+line (the API client's message for 401/403); a missing or invalid setting a `SettingsError`
+naming its variable.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import dagster as dg
 
 from assets import snapshot_date as dates
 from assets.progress import ProgressReporter
-from pipelines.definitions import make_definitions
+from pipelines.command_checks import check_writable
+from pipelines.dagster_home import dagster_instance
+from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import NIGHTLY_SYNC
-from resources import settings
-from resources.api import CommopsApiResource
-from resources.warehouse import LakeResource, WarehouseResource
+from resources.settings import API_KEY_ENV, TIMEZONE_ENV, Settings, load_settings, require_api_key
 
 KOL_DETAILS_OP = "warehouse__kol_details"
 
@@ -89,7 +90,7 @@ def check_snapshot_date(requested: str | None) -> None:
         raise SyncError(f"--date {requested}: not a date (YYYY-MM-DD)") from None
     raise SyncError(
         f"--date {requested}: the API serves only its current data, so a snapshot can only be dated today "
-        f"({today}, {settings.TIMEZONE_ENV}={settings.timezone()}); earlier days are in the lake's "
+        f"({today}, {TIMEZONE_ENV}={load_settings().timezone}); earlier days are in the lake's "
         "snapshot_date=... folders and the *_history views"
     )
 
@@ -102,17 +103,22 @@ def run_sync(
     enrich_details_limit: int | None = None,
     instance: dg.DagsterInstance | None = None,
     max_concurrency: int = 4,
-    api_key_env: str = settings.API_KEY_ENV,
+    api_key_env: str = API_KEY_ENV,
 ) -> SyncSummary:
     """Run `nightly_sync` in this process; its snapshot is dated today (COMMOPS_TIMEZONE).
 
-    `snapshot_date`, when given, must be today's date. The API key is read from the environment
-    variable `api_key_env` by the resource itself (a dg.EnvVar), so it never enters Dagster's storage."""
-    base_url = settings.require_env(settings.BASE_URL_ENV, base_url)
-    settings.require_env(api_key_env)
-    data = settings.data_dir(str(data_dir) if data_dir else None)
+    Every argument left None comes from the settings (the COMMOPS_* environment). `snapshot_date`,
+    when given, must be today's date. The API key is read from the environment variable
+    `api_key_env` by the resource itself (a dg.EnvVar), so it never enters Dagster's storage.
+    Without `instance`, the run is recorded in the Dagster home the UI reads (`commops ui`)."""
+    settings = load_settings(base_url=base_url, data_dir=data_dir, enrich_details_limit=enrich_details_limit)
+    settings = settings.model_copy(update={"base_url": settings.require_base_url()})
+    require_api_key(api_key_env)
     check_snapshot_date(snapshot_date)
-    limit = settings.enrich_details_limit() if enrich_details_limit is None else enrich_details_limit
+    try:
+        check_writable(settings.data_dir)
+    except OSError as error:
+        raise SyncError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
 
     if isinstance(progress, ProgressReporter):
         reporter, display = progress, nullcontext()
@@ -123,15 +129,13 @@ def run_sync(
     else:
         reporter, display = ProgressReporter(), nullcontext()
 
-    resources = {
-        "api": CommopsApiResource(base_url=base_url, api_key=dg.EnvVar(api_key_env), max_concurrency=max_concurrency),
-        "lake": LakeResource(data_dir=str(data)),
-        "warehouse": WarehouseResource(data_dir=str(data)),
-        "progress": dg.ResourceDefinition.hardcoded_resource(reporter),
-    }
-    job = make_definitions(resources).resolve_job_def(NIGHTLY_SYNC)
-    if instance is None:
-        instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.ephemeral()
+    resources = build_resources(settings, api_key_env=api_key_env, progress=reporter, max_concurrency=max_concurrency)
+    job = make_definitions(settings, resources).resolve_job_def(NIGHTLY_SYNC)
+    with nullcontext(instance) if instance is not None else dagster_instance(settings) as instance:
+        return _execute(job, instance, settings, display)
+
+
+def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Settings, display: Any) -> SyncSummary:
     started = datetime.now()
     # Dagster's console log is silenced (a failed step would print a traceback wall); the
     # display, the summary and SyncError say what happened, the pipeline's own notices
@@ -146,7 +150,7 @@ def run_sync(
                 instance=instance,
                 raise_on_error=False,
                 run_config={
-                    "ops": {KOL_DETAILS_OP: {"config": {"limit": limit}}},
+                    "ops": {KOL_DETAILS_OP: {"config": {"limit": settings.enrich_details_limit}}},
                     "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
                 },
             )
@@ -154,7 +158,7 @@ def run_sync(
         notices.removeHandler(handler)
     if not result.success:
         raise SyncError(_failure_message(result))
-    summary = _summarise(result, dates.run_snapshot_date(instance, result.run_id), data)
+    summary = _summarise(result, dates.run_snapshot_date(instance, result.run_id), settings.data_dir)
     summary.duration_seconds = round((datetime.now() - started).total_seconds(), 2)
     return summary
 

@@ -9,7 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from resources import settings
+from pipelines.sync import SyncError, run_sync
+from resources.settings import API_KEY_ENV, SettingsError
 
 
 def _fmt(value: object, digits: int = 1) -> str:
@@ -44,7 +45,8 @@ def print_summary(summary, console: Console) -> None:
     console.print(f"Warehouse:       {summary.warehouse_path} (written by the sync only)", soft_wrap=True)
     console.print(f"Analysts query:  {summary.analytics_path}", soft_wrap=True)
     console.print(
-        f"  {_python()} -c \"import duckdb; print(duckdb.connect('{summary.analytics_path}', read_only=True)"
+        f"  {_python()} -c \"import duckdb; print(duckdb.connect('{summary.analytics_path}', read_only=True, "
+        f"config={{'file_search_path': '{summary.data_dir}'}})"
         ".sql('SELECT tier, count(*) AS kols FROM kols GROUP BY tier ORDER BY tier'))\"",
         soft_wrap=True,
     )
@@ -54,9 +56,9 @@ def print_summary(summary, console: Console) -> None:
 @click.command("sync")
 @click.option("--date", "snapshot_date", metavar="YYYY-MM-DD", help="Snapshot date: only today's date (COMMOPS_TIMEZONE) is accepted, since the API serves only current data.")
 @click.option("--base-url", help="Service address including /v1 (default: $COMMOPS_BASE_URL).")
-@click.option("--api-key-env", default=settings.API_KEY_ENV, show_default=True, help="Environment variable holding the API key.")
+@click.option("--api-key-env", default=API_KEY_ENV, show_default=True, help="Environment variable holding the API key.")
 @click.option("--data-dir", help="Where the lake and DuckDB files go (default: $COMMOPS_DATA_DIR or ./data).")
-@click.option("--enrich-limit", type=int, help="KOL details fetched at most this run (default: $COMMOPS_ENRICH_DETAILS_LIMIT or 5000; 0 skips).")
+@click.option("--enrich-limit", type=click.IntRange(min=0), help="KOL details fetched at most this run (default: $COMMOPS_ENRICH_DETAILS_LIMIT or 5000; 0 skips).")
 @click.option("--no-progress", is_flag=True, help="No progress bars (also off when stderr is not a terminal).")
 def sync(snapshot_date, base_url, api_key_env, data_dir, enrich_limit, no_progress) -> None:
     """Run the nightly sync now, in this process: API -> Parquet lake -> DuckDB warehouse -> analytics.duckdb."""
@@ -73,16 +75,10 @@ def sync(snapshot_date, base_url, api_key_env, data_dir, enrich_limit, no_progre
 
 def run_and_report(command: str, **run_kwargs) -> None:
     """Run the sync in-process and print its summary; on failure one line and exit 1 (2 when checks failed)."""
-    try:
-        from pipelines.sync import SyncError, run_sync  # reads COMMOPS_TIMEZONE at import
-    except settings.MissingSettingError as error:
-        click.echo(f"commops {command} failed: {error}", err=True)
-        sys.exit(1)
-
     console = Console(width=None if sys.stdout.isatty() else 160)
     try:
         summary = run_sync(**run_kwargs)
-    except (settings.MissingSettingError, SyncError) as error:
+    except (SettingsError, SyncError) as error:
         click.echo(f"commops {command} failed: {error}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:

@@ -1,4 +1,10 @@
-"""Pipeline settings read from the environment, with one-line errors naming what is missing."""
+"""The pipeline's settings: one pydantic-settings model over the COMMOPS_* environment.
+
+Nothing reads the environment at import time: `load_settings()` is called where a value is
+needed (building resources, a run's snapshot date). The API key is deliberately not a field:
+it reaches the API resource only as `dg.EnvVar(API_KEY_ENV)`, so no settings object, run
+config or Dagster storage ever holds its value; `require_api_key` only checks it is set.
+"""
 
 from __future__ import annotations
 
@@ -6,48 +12,75 @@ import os
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "COMMOPS_"
 BASE_URL_ENV = "COMMOPS_BASE_URL"
 API_KEY_ENV = "COMMOPS_API_KEY"
 DATA_DIR_ENV = "COMMOPS_DATA_DIR"
 TIMEZONE_ENV = "COMMOPS_TIMEZONE"
-ENRICH_LIMIT_ENV = "COMMOPS_ENRICH_DETAILS_LIMIT"
-
-DEFAULT_DATA_DIR = "./data"
-DEFAULT_TIMEZONE = "UTC"
-# KOL details fetched per run at most (one GET each); a first sync of a large org drains
-# its backlog over several nights instead of spending the night on detail requests.
-DEFAULT_ENRICH_DETAILS_LIMIT = 5_000
 
 
-class MissingSettingError(RuntimeError):
-    """A required setting is not set; the message names its environment variable."""
+class SettingsError(RuntimeError):
+    """A setting is missing or invalid; the message names its environment variable and what to do."""
 
 
-def require_env(name: str, value: str | None = None) -> str:
-    value = value if value is not None else os.environ.get(name)
-    if not value:
-        raise MissingSettingError(f"{name} is not set: export {name}=... (see README)")
-    return value
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    base_url: str | None = Field(default=None, description="Service address including /v1 (COMMOPS_BASE_URL).")
+    data_dir: Path = Field(default=Path("./data"), description="Lake, warehouse, analytics copy, Dagster home.")
+    timezone: str = Field(default="UTC", description="Timezone of snapshot dates and the 02:00 schedule.")
+    # KOL details fetched per run at most (one GET each); a first sync of a large org drains
+    # its backlog over several nights instead of spending the night on detail requests.
+    enrich_details_limit: int = Field(default=5_000, ge=0, description="KOL details fetched per run at most.")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("is not a known IANA timezone") from None
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @property
+    def dagster_home(self) -> Path:
+        """One Dagster instance for `commops sync`, `demo` and `ui`: what the CLI ran, the UI shows."""
+        return self.data_dir / "dagster_home"
+
+    def require_base_url(self) -> str:
+        """The service address, checked: set, http(s), ending in the version segment /v1."""
+        if not self.base_url:
+            raise SettingsError(f"{BASE_URL_ENV} is not set: export {BASE_URL_ENV}=... (see README)")
+        url = self.base_url.rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise SettingsError(f"{BASE_URL_ENV}={self.base_url!r} is not an http(s) address")
+        if not url.endswith("/v1"):
+            raise SettingsError(
+                f"{BASE_URL_ENV}={self.base_url} lacks the version segment: the address includes /v1 (e.g. {url}/v1)"
+            )
+        return url
 
 
-def data_dir(value: str | None = None) -> Path:
-    return Path(value or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR).resolve()
-
-
-def timezone() -> str:
-    name = os.environ.get(TIMEZONE_ENV) or DEFAULT_TIMEZONE
+def load_settings(**overrides: object) -> Settings:
+    """The environment's settings, with explicit values (e.g. command-line options) taking precedence."""
     try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise MissingSettingError(f"{TIMEZONE_ENV}={name!r} is not a known IANA timezone") from exc
-    return name
+        return Settings(**{name: value for name, value in overrides.items() if value is not None})
+    except ValidationError as error:
+        problem = error.errors()[0]
+        name = ENV_PREFIX + str(problem["loc"][0]).upper()
+        value = os.environ.get(name, problem.get("input"))
+        raise SettingsError(f"{name}={value!r} {problem['msg'].removeprefix('Value error, ')}") from None
 
 
-def enrich_details_limit() -> int:
-    raw = os.environ.get(ENRICH_LIMIT_ENV)
-    if not raw:
-        return DEFAULT_ENRICH_DETAILS_LIMIT
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise MissingSettingError(f"{ENRICH_LIMIT_ENV}={raw!r} is not an integer") from exc
+def require_api_key(env_name: str = API_KEY_ENV) -> None:
+    """Check the key is set (its value is only ever read by the API resource, as a dg.EnvVar)."""
+    if not os.environ.get(env_name):
+        raise SettingsError(f"{env_name} is not set: export {env_name}=... (see README)")

@@ -1,10 +1,13 @@
-"""Where the sync writes: the Parquet lake and the DuckDB warehouse (lock, connections, publish).
+"""The DuckDB warehouse: its one write path (tables, newer-row-wins merges, history views) and
+the analysts' published copy.
 
 One writer at a time: Dagster's "warehouse" pool serialises queued runs, but runs executed
 in-process (`commops sync`, `materialize`) bypass the queue, so `WarehouseResource.writer`
-also takes an OS file lock and waits for it. After each successful write the warehouse is
-checkpointed, closed and copied to analytics.duckdb with an atomic rename: analysts hold
-that copy open, never the file the sync writes.
+also takes an OS file lock and waits for it. Publishing is a separate, explicit step (the
+`analytics` asset, once per run): the closed warehouse file is copied to analytics.duckdb with
+an atomic rename, so analysts hold that copy open, never the file the sync writes.
+
+The catalog (assets/catalog.py) describes the tables; this module only needs the shape below.
 """
 
 from __future__ import annotations
@@ -18,99 +21,200 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import dagster as dg
 import duckdb
+import pyarrow as pa
+
+from resources.files import pid_alive
+from resources.sql import sql_literal
 
 WAREHOUSE_FILE = "warehouse.duckdb"
 ANALYTICS_FILE = "analytics.duckdb"
 LOCK_FILE = "warehouse.lock"
-STAGING_DIR = ".staging"
+EXTRA_COLUMN = "_extra"  # JSON of fields the schema does not know
+LOAD_COLUMNS = (
+    ("_snapshot_date", "DATE", "Snapshot date (the day the run read it) of the snapshot the row was last loaded from"),
+    ("_loaded_at", "TIMESTAMPTZ", "Time the sync wrote this version of the row (UTC)"),
+)
 
 # Also a plain Python logger, so in-process runs (`commops sync`) can show lock waits on the terminal.
 _logger = logging.getLogger("commops.warehouse")
 
 
-def _info(log: Any, message: str) -> None:
-    _logger.info(message)
-    if log is not None:
-        log.info(message)
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process of this pid exists (a leftover naming a live pid may still be in use)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class LakeResource(dg.ConfigurableResource):
-    """Parquet snapshots under <data_dir>/lake/<resource>/snapshot_date=YYYY-MM-DD/."""
-
-    data_dir: str
+class ChildSpec(Protocol):
+    name: str
+    description: str
+    columns: tuple[tuple[str, str, str], ...]  # (name, DuckDB type, comment); the first is the parent's id
+    select_sql: str  # child rows selected from the parent table aliased `p`
 
     @property
-    def root(self) -> Path:
-        return Path(self.data_dir) / "lake"
+    def parent_key(self) -> str: ...
 
-    def snapshot_dir(self, resource: str, snapshot_date: str) -> Path:
-        return self.root / resource / f"snapshot_date={snapshot_date}"
 
-    def glob(self, resource: str) -> str:
-        return str(self.root / resource / "snapshot_date=*" / "*.parquet")
+class TableSpec(Protocol):
+    """What the warehouse needs to know of a table (assets.catalog.ResourceSpec has it)."""
 
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self.remove_abandoned_staging()
+    table: str
+    key: str
+    version: tuple[str, ...]  # compared field by field; a NULL on either side defers to the next
+    schema: pa.Schema
+    description: str
+    children: tuple[ChildSpec, ...]
 
-    def new_staging_dir(self, resource: str, snapshot_date: str) -> Path:
-        """A private directory on the lake's filesystem (so publishing is a rename)."""
-        path = self.root / STAGING_DIR / f"{resource}-{snapshot_date}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        path.mkdir(parents=True)
-        return path
+    @property
+    def history_view(self) -> str: ...
 
-    def remove_abandoned_staging(self) -> None:
-        """Staging directories of processes that died (a killed sync) are deleted."""
-        staging = self.root / STAGING_DIR
-        if not staging.is_dir():
-            return
-        for entry in staging.iterdir():
-            parts = entry.name.rsplit("-", 2)
-            if len(parts) == 3 and parts[1].isdigit() and not _pid_alive(int(parts[1])):
-                shutil.rmtree(entry, ignore_errors=True)
 
-    def publish(self, staging: Path, resource: str, snapshot_date: str) -> Path:
-        """Move a complete staged snapshot into place; an existing snapshot of the date is replaced.
+def duckdb_type(type_: pa.DataType) -> str:
+    """The DuckDB column type of an Arrow type of the schemas (what DuckDB reads from their Parquet)."""
+    if pa.types.is_string(type_):
+        return "VARCHAR"
+    if pa.types.is_int64(type_):
+        return "BIGINT"
+    if pa.types.is_float64(type_):
+        return "DOUBLE"
+    if pa.types.is_boolean(type_):
+        return "BOOLEAN"
+    if pa.types.is_timestamp(type_):
+        return "TIMESTAMP WITH TIME ZONE" if type_.tz else "TIMESTAMP"
+    if pa.types.is_map(type_):
+        return f"MAP({duckdb_type(type_.key_type)}, {duckdb_type(type_.item_type)})"
+    if pa.types.is_list(type_):
+        return f"{duckdb_type(type_.value_type)}[]"
+    if pa.types.is_struct(type_):
+        return "STRUCT(" + ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in type_) + ")"
+    raise TypeError(f"no DuckDB type for Arrow {type_}")
 
-        Readers never see a partial snapshot: the old one is renamed aside, the new one renamed
-        in, the old one deleted (between the two renames the date is briefly absent).
+
+def column_type(field: pa.Field) -> str:
+    return "JSON" if field.name == EXTRA_COLUMN else duckdb_type(field.type)
+
+
+def description(field: pa.Field) -> str:
+    return (field.metadata or {}).get(b"description", b"").decode()
+
+
+class WarehouseSession:
+    """An open read-write connection with the warehouse's write operations. `conn` is there for reads."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection):
+        self.conn = conn
+
+    def ensure_table(self, spec: TableSpec) -> None:
+        """Create the current-state table (and its children) from the Arrow schema; add new columns."""
+        wanted = {f.name: column_type(f) for f in spec.schema}
+        wanted.update({name: type_ for name, type_, _ in LOAD_COLUMNS})
+        existing = self._columns(spec.table)
+        if not existing:
+            columns = ", ".join(f'"{name}" {type_}' for name, type_ in wanted.items())
+            self.conn.execute(f"CREATE TABLE {spec.table} ({columns}, PRIMARY KEY ({spec.key}))")
+        else:
+            for name, type_ in wanted.items():
+                if name not in existing:
+                    self.conn.execute(f'ALTER TABLE {spec.table} ADD COLUMN "{name}" {type_}')
+                elif name == EXTRA_COLUMN and existing[name] != "JSON":  # tables made before _extra was JSON
+                    self.conn.execute(f'ALTER TABLE {spec.table} ALTER COLUMN "{name}" TYPE JSON')
+        for child in spec.children:
+            columns = ", ".join(f"{name} {type_}" for name, type_, _ in child.columns)
+            self.conn.execute(f"CREATE TABLE IF NOT EXISTS {child.name} ({columns})")
+        self._comment(spec)
+
+    def merge(self, spec: TableSpec, source_relation: str) -> int:
+        """Merge rows from `source_relation` (any SQL table expression with the table's column
+        names, e.g. a registered Arrow table or read_parquet(...)) into the spec's table.
+
+        Per id the newer version wins (`spec.version`, compared field by field, a NULL on either
+        side deferring to the next field); when every field ties, the incoming row wins. Child
+        tables are rebuilt for the ids written. Returns the number of rows written. Runs in one
+        transaction: the one write path into current-state tables, nightly and incremental alike.
         """
-        final = self.snapshot_dir(resource, snapshot_date)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        # Two runs of the same date may finish together: their renames must not interleave.
-        with open(self.root / ".publish.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            retired = None
-            if final.exists():
-                retired = staging.parent / f"retired-{resource}-{snapshot_date}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-                os.rename(final, retired)
-            os.rename(staging, final)
-            _fsync_dir(final.parent)
-        if retired is not None:
-            shutil.rmtree(retired, ignore_errors=True)
-        return final
+        key = spec.key
+        newest_first = ", ".join(f"{f} DESC NULLS LAST" for f in spec.version)
+        conn = self.conn
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            source = f"(SELECT * FROM {source_relation})"
+            if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
+                source = (
+                    f"(SELECT * FROM {source_relation} "
+                    f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY {newest_first}) = 1)"
+                )
+            # Only ids and versions are compared; the wide rows stream from the source once.
+            conn.execute(
+                f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT i.{key} AS id FROM {source} i "
+                f"LEFT JOIN {spec.table} t ON t.{key} = i.{key} "
+                f"WHERE t.{key} IS NULL OR {_not_older(spec.version, 'i', 't')}"
+            )
+            conn.execute(f"DELETE FROM {spec.table} WHERE {key} IN (SELECT id FROM _merged_ids)")
+            conn.execute(
+                f"INSERT INTO {spec.table} BY NAME SELECT i.* FROM {source} i "
+                f"WHERE i.{key} IN (SELECT id FROM _merged_ids)"
+            )
+            for child in spec.children:
+                self._rebuild_child(child)
+            written = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
+            conn.execute("DROP TABLE _merged_ids")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return int(written)
+
+    def ensure_history_view(self, spec: TableSpec, relative_glob: str) -> None:
+        """`<table>_history`: every lake snapshot, with its snapshot_date. The path is relative to the
+        data directory, so the data directory can move; DuckDB resolves it against the connection's
+        `file_search_path` (or the working directory), which readers set to the data directory."""
+        self.conn.execute(
+            f"CREATE OR REPLACE VIEW {spec.history_view} AS SELECT * FROM read_parquet("
+            f"{sql_literal(relative_glob)}, hive_partitioning = true, union_by_name = true)"
+        )
+        self.conn.execute(
+            f"COMMENT ON VIEW {spec.history_view} IS "
+            f"{sql_literal(f'Every lake snapshot of {spec.table}, one row per id per snapshot_date (reads the Parquet files of the lake)')}"
+        )
+        for f in spec.schema:
+            self.conn.execute(f'COMMENT ON COLUMN {spec.history_view}."{f.name}" IS {sql_literal(description(f))}')
+        self.conn.execute(f"COMMENT ON COLUMN {spec.history_view}.snapshot_date IS 'Snapshot date (lake folder)'")
+
+    def count(self, table: str) -> int:
+        return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+    def _columns(self, table: str) -> dict[str, str]:
+        rows = self.conn.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ?",
+            [table],
+        ).fetchall()
+        return dict(rows)
+
+    def _rebuild_child(self, child: ChildSpec) -> None:
+        self.conn.execute(f"DELETE FROM {child.name} WHERE {child.parent_key} IN (SELECT id FROM _merged_ids)")
+        columns = ", ".join(name for name, _, _ in child.columns)
+        self.conn.execute(
+            f"INSERT INTO {child.name} ({columns}) {child.select_sql} WHERE p.id IN (SELECT id FROM _merged_ids)"
+        )
+
+    def _comment(self, spec: TableSpec) -> None:
+        execute = self.conn.execute
+        execute(f"COMMENT ON TABLE {spec.table} IS {sql_literal(spec.description)}")
+        for f in spec.schema:
+            execute(f'COMMENT ON COLUMN {spec.table}."{f.name}" IS {sql_literal(description(f))}')
+        for name, _, text in LOAD_COLUMNS:
+            execute(f'COMMENT ON COLUMN {spec.table}."{name}" IS {sql_literal(text)}')
+        for child in spec.children:
+            execute(f"COMMENT ON TABLE {child.name} IS {sql_literal(child.description)}")
+            for name, _, text in child.columns:
+                execute(f"COMMENT ON COLUMN {child.name}.{name} IS {sql_literal(text)}")
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _not_older(version: tuple[str, ...], incoming: str, existing: str) -> str:
+    """SQL: the incoming row's version is not older than the existing row's."""
+    if not version:
+        return "true"
+    first, rest = version[0], version[1:]
+    a, b = f"{incoming}.{first}", f"{existing}.{first}"
+    return f"(CASE WHEN {a} IS NULL OR {b} IS NULL OR {a} = {b} THEN {_not_older(rest, incoming, existing)} ELSE {a} > {b} END)"
 
 
 class WarehouseResource(dg.ConfigurableResource):
@@ -139,43 +243,49 @@ class WarehouseResource(dg.ConfigurableResource):
         """Half-written analytics copies of processes that died (a sync killed while publishing)."""
         for temp in Path(self.data_dir).glob(f".{ANALYTICS_FILE}.*.tmp"):
             pid = temp.name.split(".")[-3]
-            if pid.isdigit() and not _pid_alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 temp.unlink(missing_ok=True)
 
     @contextmanager
-    def writer(self, log: Any = None, publish: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Exclusive read-write connection; on success the write is published to analytics.duckdb."""
+    def writer(self, log: Any = None) -> Iterator[WarehouseSession]:
+        """Exclusive read-write session; the file is checkpointed and closed when it ends."""
         Path(self.data_dir).mkdir(parents=True, exist_ok=True)
         with self._exclusive_lock(log):
-            conn = duckdb.connect(str(self.path), config={"memory_limit": self.memory_limit, "threads": self.threads})
+            conn = self._connect()
             try:
-                conn.execute("SET preserve_insertion_order = false")
-                yield conn
+                yield WarehouseSession(conn)
                 conn.execute("CHECKPOINT")
             finally:
                 conn.close()
-            if publish:
-                self.publish_analytics(log)
 
-    def publish_analytics(self, log: Any = None) -> None:
-        """Copy the closed warehouse file to analytics.duckdb atomically.
-
-        An analyst holding the old analytics.duckdb keeps reading the old inode undisturbed;
-        a new connection opens the new file.
-        """
+    def publish_analytics(self, log: Any = None) -> Path:
+        """Copy the warehouse to analytics.duckdb atomically (under the writer lock, so no write is
+        half in the copy). An analyst holding the old analytics.duckdb keeps reading the old inode
+        undisturbed; a new connection opens the new file."""
         temp = self.analytics_path.with_name(f".{ANALYTICS_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            shutil.copyfile(self.path, temp)
-            with open(temp, "rb") as handle:
-                os.fsync(handle.fileno())
-            os.replace(temp, self.analytics_path)
-        finally:
-            temp.unlink(missing_ok=True)
-        if log is not None:
-            log.info(f"Published {self.analytics_path} for analysts")  # Dagster log only
+        with self._exclusive_lock(log):
+            if not self.path.exists():  # nothing written yet: publish an empty warehouse
+                self._connect().close()
+            try:
+                shutil.copyfile(self.path, temp)
+                with open(temp, "rb") as handle:
+                    os.fsync(handle.fileno())
+                os.replace(temp, self.analytics_path)
+            finally:
+                temp.unlink(missing_ok=True)
+        return self.analytics_path
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        conn = duckdb.connect(
+            str(self.path),
+            config={"memory_limit": self.memory_limit, "threads": self.threads, "file_search_path": self.data_dir},
+        )
+        conn.execute("SET preserve_insertion_order = false")
+        return conn
 
     @contextmanager
     def _exclusive_lock(self, log: Any) -> Iterator[None]:
+        Path(self.data_dir).mkdir(parents=True, exist_ok=True)
         with open(self.lock_path, "a+") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -197,3 +307,9 @@ class WarehouseResource(dg.ConfigurableResource):
                 handle.truncate()
                 handle.flush()
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _info(log: Any, message: str) -> None:
+    _logger.info(message)
+    if log is not None:
+        log.info(message)

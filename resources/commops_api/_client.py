@@ -96,6 +96,7 @@ class ApiClient:
         self._retries = 0
         self._pages = 0
         self._sort_rejected: set[str] = set()
+        self._reached = False  # any HTTP answer received: later connection failures are retried
 
     def __repr__(self) -> str:
         return f"ApiClient(base_url={self.base_url!r}, per_page={self.per_page}, max_concurrency={self.max_concurrency})"
@@ -246,12 +247,21 @@ class ApiClient:
             except httpx.UnsupportedProtocol as error:
                 self._budget.release(None)
                 raise ApiError(f"cannot call {self._url(path)}: {error}") from None
+            except httpx.ConnectError as error:
+                self._budget.release(None)
+                if not self._reached:  # nothing ever answered: a wrong address, not a passing fault
+                    raise ApiUnavailableError(
+                        f"cannot connect to {self.base_url} ({error or 'connection refused'}): is the service "
+                        "running, and is COMMOPS_BASE_URL right?"
+                    ) from None
+                raise _TransientError(f"{type(error).__name__}: {error or 'no detail'}") from None
             except (httpx.TransportError, httpx.DecodingError) as error:
                 self._budget.release(None)
                 raise _TransientError(f"{type(error).__name__}: {error or 'no detail'}") from None
             except BaseException:
                 self._budget.release(None)
                 raise
+            self._reached = True
             if response.status_code != 429:
                 self._budget.release(response.headers)
                 return _Reply(self._interpret(response), _server_date(response), response.elapsed.total_seconds())

@@ -44,8 +44,13 @@ def api_detail(service: Any, kol_id: str) -> dict[str, Any]:
     return httpx.get(f"{service.base_url}/kols/{kol_id}", headers=headers, timeout=30).raise_for_status().json()["data"]
 
 
+def connect(db_path: Path) -> duckdb.DuckDBPyConnection:
+    """As docs/analysts.md tells analysts: read-only, relative lake paths resolved in the data directory."""
+    return duckdb.connect(str(db_path), read_only=True, config={"file_search_path": str(Path(db_path).parent)})
+
+
 def table_rows(db_path: Path, table: str, key: str = "id") -> dict[str, dict[str, Any]]:
-    conn = duckdb.connect(str(db_path), read_only=True)
+    conn = connect(db_path)
     try:
         rows = conn.sql(f"SELECT * FROM {table}").to_arrow_table().to_pylist()
     finally:
@@ -54,7 +59,7 @@ def table_rows(db_path: Path, table: str, key: str = "id") -> dict[str, dict[str
 
 
 def query(db_path: Path, sql: str) -> list[tuple]:
-    conn = duckdb.connect(str(db_path), read_only=True)
+    conn = connect(db_path)
     try:
         return conn.execute(sql).fetchall()
     finally:
@@ -107,7 +112,7 @@ def assert_row_equals_item(item: dict[str, Any], row: dict[str, Any], schema: pa
 def warehouse_state(db_path: Path) -> dict[str, list[tuple]]:
     """Every current-state and child table, load columns left out, sorted: for exact comparisons."""
     tables = [spec.table for spec in CATALOG] + [c.name for spec in CATALOG for c in spec.children]
-    conn = duckdb.connect(str(db_path), read_only=True)
+    conn = connect(db_path)
     try:
         state = {}
         for table in tables:

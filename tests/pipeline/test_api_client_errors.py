@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import dagster as dg
 import pytest
@@ -34,13 +35,28 @@ def test_a_key_lacking_a_scope_names_the_scope_and_is_not_retried(make_service):
     assert str(raised.value) == f"403: this key lacks scope campaigns:read (GET {service.base_url}/campaigns)"
 
 
-def test_an_unreachable_service_fails_after_the_retries_with_the_address(make_service):
+def test_a_service_that_never_answers_fails_at_once_naming_the_address(make_service):
     service = make_service()
     base_url = service.base_url
     service.server.stop()
-    with ApiClient(base_url, service.api_key, max_retries=2, backoff_initial=0.01) as client:
-        with pytest.raises(ApiUnavailableError, match=f"GET {base_url}/kols failed after 3 attempts: ConnectError"):
+    with ApiClient(base_url, service.api_key, max_retries=6, backoff_initial=0.5) as client:
+        started = time.monotonic()
+        with pytest.raises(ApiUnavailableError) as raised:
             collect(client, "/kols")
+        assert client.stats.retries == 0
+    assert time.monotonic() - started < 5  # not 36 s of backoff for a wrong address
+    assert str(raised.value).startswith(f"cannot connect to {base_url} (")
+    assert "COMMOPS_BASE_URL" in str(raised.value)
+
+
+def test_a_service_that_went_away_after_answering_is_retried_then_fails_with_the_address(make_service):
+    service = make_service()
+    base_url = service.base_url
+    with ApiClient(base_url, service.api_key, max_retries=2, backoff_initial=0.01) as client:
+        assert list(client.walk("/kols").pages()) == []  # it answered once ...
+        service.server.stop()
+        with pytest.raises(ApiUnavailableError, match=f"GET {base_url}/kols failed after 3 attempts: ConnectError"):
+            collect(client, "/kols")  # ... so a refused connection now is a passing fault, retried
         assert client.stats.retries == 2
 
 

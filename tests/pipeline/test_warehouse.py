@@ -11,8 +11,7 @@ import pyarrow as pa
 
 from assets.catalog import PRODUCTS
 from assets.records import RecordConverter
-from assets.warehouse import ensure_table, merge_rows
-from resources.warehouse import WarehouseResource
+from resources.warehouse import WarehouseResource, WarehouseSession
 from assets.snapshot_date import today
 from tests.pipeline.sync_support import query, sync, table_rows, warehouse_state
 
@@ -23,17 +22,17 @@ def _product(pid: str, fetched_at: str, name: str, markets: dict) -> dict:
             "created_at": "2026-01-01T00:00:00Z", "_fetched_at": fetched_at}
 
 
-def _merge(conn, records) -> int:
-    conn.register("incoming", pa.Table.from_batches([RecordConverter(PRODUCTS.schema).to_batch(records)]))
+def _merge(conn, records, spec=PRODUCTS) -> int:
+    conn.register("incoming", pa.Table.from_batches([RecordConverter(spec.schema).to_batch(records)]))
     try:
-        return merge_rows(conn, PRODUCTS, "incoming")
+        return WarehouseSession(conn).merge(spec, "incoming")
     finally:
         conn.unregister("incoming")
 
 
 def test_merge_keeps_the_later_fetched_product_and_rebuilds_children_of_written_rows_only():
     conn = duckdb.connect()
-    ensure_table(conn, PRODUCTS)
+    WarehouseSession(conn).ensure_table(PRODUCTS)
     _merge(conn, [_product("prod_a", "2026-05-02T00:00:00Z", "A fresh", {"US": {"status": "approved"}}),
                   _product("prod_b", "2026-05-01T00:00:00Z", "B old", {"EU": {"status": "under_review", "ce_mark": False}})])
     written = _merge(conn, [
@@ -92,8 +91,8 @@ def test_a_second_writer_waits_for_the_warehouse_lock_instead_of_failing(tmp_pat
     holding, release, log = threading.Event(), threading.Event(), _Log()
 
     def first_writer():
-        with warehouse.writer() as conn:
-            conn.execute("CREATE TABLE t AS SELECT 1 AS x")
+        with warehouse.writer() as session:
+            session.conn.execute("CREATE TABLE t AS SELECT 1 AS x")
             holding.set()
             release.wait(10)
 
@@ -103,8 +102,8 @@ def test_a_second_writer_waits_for_the_warehouse_lock_instead_of_failing(tmp_pat
     result = {}
 
     def second_writer():
-        with warehouse.writer(log) as conn:
-            result["x"] = conn.execute("SELECT x FROM t").fetchone()[0]
+        with warehouse.writer(log) as session:
+            result["x"] = session.conn.execute("SELECT x FROM t").fetchone()[0]
 
     second = threading.Thread(target=second_writer)
     second.start()
@@ -117,20 +116,31 @@ def test_a_second_writer_waits_for_the_warehouse_lock_instead_of_failing(tmp_pat
     thread.join(10)
     second.join(10)
     assert result == {"x": 1}
+    assert not (tmp_path / "analytics.duckdb").exists()  # writers never publish: the analytics asset does
+    warehouse.publish_analytics()
     assert query(tmp_path / "analytics.duckdb", "SELECT x FROM t") == [(1,)]
 
 
 def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_schedule():
-    from pipelines.definitions import defs
+    from pipelines.definitions import defs as load_defs
 
+    defs = load_defs()
     graph = defs.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
     names = ("kols", "campaigns", "products", "signals")
-    assert keys == {f"lake/{n}" for n in names} | {f"warehouse/{n}" for n in names} | {"warehouse/kol_details"}
+    warehouse = {f"warehouse/{n}" for n in names} | {"warehouse/kol_details"}
+    assert keys == {f"lake/{n}" for n in names} | warehouse | {"analytics"}
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
         assert node.group_name == key.path[0]
-        assert node.pools == ({"warehouse"} if key.path[0] == "warehouse" else set())
+        assert node.pools == (set() if key.path[0] == "lake" else {"warehouse"})
+    # analytics.duckdb is published once, after every warehouse table: lineage says what analysts read
+    assert {k.to_user_string() for k in graph.get(dg.AssetKey(["analytics"])).parent_keys} == warehouse
+    for key in graph.get_all_asset_keys() - {dg.AssetKey(["analytics"])}:
+        metadata = graph.get(key).metadata
+        assert "dagster/column_schema" in metadata
+        (reference,) = metadata["dagster/code_references"].code_references
+        assert reference.file_path.endswith("assets/catalog.py") and reference.line_number
     schedule = defs.resolve_schedule_def("nightly_sync_schedule")
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
@@ -138,14 +148,13 @@ def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_s
     assert not defs.resolve_job_def("nightly_sync").partitions_def  # no backfill of past days offered
 
 
-def test_dagster_yaml_queues_runs_and_limits_the_warehouse_pool_to_one(tmp_path):
+def test_dagster_yaml_limits_the_warehouse_pool_to_one_step(tmp_path):
     import shutil
     from pathlib import Path
 
     shutil.copy(Path(__file__).parents[2] / "dagster.yaml", tmp_path / "dagster.yaml")
     instance = dg.DagsterInstance.from_config(str(tmp_path))
     try:
-        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         pool_config = instance.get_concurrency_config().pool_config
         assert pool_config.default_pool_limit == 1
     finally:
@@ -153,24 +162,19 @@ def test_dagster_yaml_queues_runs_and_limits_the_warehouse_pool_to_one(tmp_path)
 
 
 def test_assets_materialize_on_their_own_with_dg_materialize(make_service, tmp_path):
+    from assets.analytics import build_analytics_asset
     from assets.lake import SNAPSHOT_ASSETS
-    from assets.progress import ProgressReporter
     from assets.warehouse import TABLE_ASSETS
-    from resources.api import CommopsApiResource
-    from resources.warehouse import LakeResource
+    from pipelines.definitions import build_resources
+    from resources.settings import load_settings
+    from tests.pipeline.sync_support import api_key_in_env
 
     service = make_service(products=7)
     selected = [a for a in SNAPSHOT_ASSETS + TABLE_ASSETS if a.key.path[-1] == "products"]
-    result = dg.materialize(
-        selected,
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={
-            "api": CommopsApiResource(base_url=service.base_url, api_key=service.api_key),
-            "lake": LakeResource(data_dir=str(tmp_path)),
-            "warehouse": WarehouseResource(data_dir=str(tmp_path)),
-            "progress": dg.ResourceDefinition.hardcoded_resource(ProgressReporter()),
-        },
-    )
+    selected.append(build_analytics_asset([selected[-1].key]))
+    settings = load_settings(base_url=service.base_url, data_dir=str(tmp_path))
+    with api_key_in_env(service.api_key):
+        result = dg.materialize(selected, instance=dg.DagsterInstance.ephemeral(), resources=build_resources(settings))
     assert result.success
     assert all(e.passed for e in result.get_asset_check_evaluations())
     assert query(tmp_path / "analytics.duckdb", "SELECT count(*) FROM products") == [(7,)]
@@ -184,14 +188,10 @@ def test_kol_merges_compare_updated_at_first_and_the_receipt_time_on_a_tie():
                 "created_at": "2026-01-01T00:00:00Z", "updated_at": updated_at, "_fetched_at": fetched_at}
 
     def merge(records):
-        conn.register("incoming", pa.Table.from_batches([RecordConverter(KOLS.schema).to_batch(records)]))
-        try:
-            return merge_rows(conn, KOLS, "incoming")
-        finally:
-            conn.unregister("incoming")
+        return _merge(conn, records, KOLS)
 
     conn = duckdb.connect()
-    ensure_table(conn, KOLS)
+    WarehouseSession(conn).ensure_table(KOLS)
     # What a webhook-driven refetch wrote at 02:05: a change made in the same second as the nightly read.
     merge([kol("kol_a", "Webhook A", "2026-06-01T02:00:00Z", "2026-06-01T02:05:00Z"),
            kol("kol_b", "Webhook B", "2026-06-01T02:00:00Z", "2026-06-01T02:05:00Z")])

@@ -1,4 +1,4 @@
-"""Small SQL text helpers for DuckDB statements built from the catalog."""
+"""Small SQL text helpers for the DuckDB statements the lake and the warehouse build."""
 
 from __future__ import annotations
 

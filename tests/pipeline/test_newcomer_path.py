@@ -1,0 +1,111 @@
+"""The path a new user walks: one Dagster home for the CLI and the UI, one-line errors before any work."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _commops(*args: str, env_overrides: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
+    env.update(env_overrides or {})
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def _one_line(result: subprocess.CompletedProcess, exit_code: int) -> str:
+    assert result.returncode == exit_code, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_cli_sync_is_recorded_in_the_dagster_home_the_ui_opens(make_service, tmp_path):
+    from pipelines.dagster_home import prepare_home
+    from resources.settings import load_settings
+
+    service = make_service(kols=30, campaigns=2, products=2, signals=3)
+    data_dir = tmp_path / "data"
+    result = _commops("sync", "--data-dir", str(data_dir), "--no-progress",
+                      env_overrides={"COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key})
+    assert result.returncode == 0, result.stderr
+
+    home = data_dir / "dagster_home"
+    previous = os.environ.pop("DAGSTER_HOME", None)
+    try:
+        assert prepare_home(load_settings(data_dir=str(data_dir))) == home  # what `commops ui` starts dagster dev with
+    finally:
+        if previous is not None:
+            os.environ["DAGSTER_HOME"] = previous
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        for key in (["lake", "kols"], ["warehouse", "kols"], ["warehouse", "kol_details"], ["analytics"]):
+            assert instance.get_latest_materialization_event(dg.AssetKey(key)) is not None, key
+        (run,) = instance.get_runs()
+        assert run.job_name == "nightly_sync" and run.is_success
+    finally:
+        instance.dispose()
+
+
+def test_a_base_url_without_v1_is_refused_naming_the_fix(tmp_path):
+    line = _one_line(_commops("sync", "--data-dir", str(tmp_path / "data"), "--base-url", "http://127.0.0.1:9",
+                              env_overrides={"COMMOPS_API_KEY": "x"}), 1)
+    assert line == ("commops sync failed: COMMOPS_BASE_URL=http://127.0.0.1:9 lacks the version segment: "
+                    "the address includes /v1 (e.g. http://127.0.0.1:9/v1)")
+
+
+def test_an_invalid_option_is_refused_before_any_work(tmp_path):
+    data_dir = tmp_path / "data"
+    line = _one_line(_commops("sync", "--data-dir", str(data_dir), "--enrich-limit", "-5",
+                              env_overrides={"COMMOPS_BASE_URL": "http://127.0.0.1:9/v1", "COMMOPS_API_KEY": "x"}), 2)
+    assert line.startswith("commops sync failed: invalid value for '--enrich-limit': -5 is not in the range x>=0")
+    assert not data_dir.exists()
+
+
+def test_a_service_that_is_not_there_fails_within_seconds_with_its_address(tmp_path):
+    base_url = f"http://127.0.0.1:{_closed_port()}/v1"
+    result = _commops("sync", "--data-dir", str(tmp_path / "data"), "--no-progress", "--base-url", base_url,
+                      env_overrides={"COMMOPS_API_KEY": "x"}, timeout=60)
+    line = _one_line(result, 1)
+    assert line.startswith(f"commops sync failed: cannot connect to {base_url} (")
+
+
+def test_an_invalid_timezone_names_the_variable(tmp_path):
+    line = _one_line(_commops("sync", "--data-dir", str(tmp_path / "data"),
+                              env_overrides={"COMMOPS_BASE_URL": "http://127.0.0.1:9/v1", "COMMOPS_API_KEY": "x",
+                                             "COMMOPS_TIMEZONE": "Mars/Olympus"}), 1)
+    assert line == "commops sync failed: COMMOPS_TIMEZONE='Mars/Olympus' is not a known IANA timezone"
+
+
+def test_demo_with_a_data_dir_it_cannot_write_says_so_in_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    line = _one_line(_commops("demo", "--data-dir", str(blocker / "data")), 1)
+    assert line.startswith(f"commops demo failed: cannot write to the data directory {blocker / 'data'}: ")
+
+
+@pytest.mark.parametrize("command", ["ui", "demo"])
+def test_a_port_in_use_is_refused_in_one_line(tmp_path, command):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ["--port", str(port)] + (["--serve"] if command == "demo" else [])
+        line = _one_line(_commops(command, "--data-dir", str(tmp_path / "data"), *args,
+                                  env_overrides={"COMMOPS_BASE_URL": "http://127.0.0.1:9/v1"}), 1)
+    assert line == f"commops {command} failed: port {port} on 127.0.0.1 is in use (choose another with --port)"
