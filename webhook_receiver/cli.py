@@ -148,14 +148,20 @@ def update(webhook_id: str, events: str | None, enabled: bool | None) -> None:
                f"{len(updated['events'])} events")
 
 
+_grace_option = click.option("--grace", default=300.0, show_default=True,
+                             help="Seconds the deleted webhook's secret stays accepted (attempts in flight); 0: none.")
+
+
 @webhooks.command("delete")
 @click.argument("webhook_id")
+@_grace_option
 @_data_dir_option
-def delete(webhook_id: str, data_dir: str | None) -> None:
-    """Delete a webhook and forget its secret (its queued deliveries are cancelled)."""
+def delete(webhook_id: str, grace: float, data_dir: str | None) -> None:
+    """Delete a webhook (its queued deliveries are cancelled), then retire its secret."""
     secrets_file = _settings(data_dir).secrets_file
-    _calling(lambda api: api.delete(webhook_id, secrets_file))
-    click.echo(f"Deleted {webhook_id}; its secret was removed from {secrets_file}")
+    _calling(lambda api: api.delete(webhook_id, secrets_file, grace))
+    when = f"in {grace:.0f} s" if grace > 0 else "now"
+    click.echo(f"Deleted {webhook_id}; its secret leaves {secrets_file} {when}")
 
 
 @webhooks.command("test")
@@ -173,10 +179,11 @@ def test(webhook_id: str, event: str) -> None:
 @webhooks.command("rotate")
 @click.argument("webhook_id")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for the old webhook's backlog.")
+@_grace_option
 @_data_dir_option
-def rotate(webhook_id: str, timeout: float, data_dir: str | None) -> None:
+def rotate(webhook_id: str, timeout: float, grace: float, data_dir: str | None) -> None:
     """New secret: register a twin webhook, wait for the old one's backlog, delete the old one."""
     secrets_file = _settings(data_dir).secrets_file
-    new = _calling(lambda api: api.rotate(webhook_id, secrets_file, timeout=timeout))
+    new = _calling(lambda api: api.rotate(webhook_id, secrets_file, timeout=timeout, grace_seconds=grace))
     click.echo(f"Rotated: {new['id']} replaces {webhook_id}; the new secret is in {secrets_file}")
     click.echo(new["id"])

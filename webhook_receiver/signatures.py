@@ -14,6 +14,8 @@ import json
 import os
 import re
 import threading
+import time
+from datetime import datetime
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -42,10 +44,17 @@ class SecretsFileError(RuntimeError):
     """The secrets file exists but cannot be read or parsed; the message says which file."""
 
 
-def read_secrets_file(path: Path) -> dict[str, str]:
-    """{webhook id: secret} from the file `commops webhooks register` writes ({} when absent).
+def read_secrets_file(path: Path, now: float | None = None) -> dict[str, str]:
+    """{webhook id: secret} of the secrets accepted at `now` (default: now) from the file
+    `commops webhooks register` writes ({} when absent).
 
-    Values are either the secret itself or an object with a "secret" member."""
+    Values are either the secret itself or an object with a "secret" member and, once its
+    webhook is deleted, an "accept_until" time (ISO 8601): in-flight deliveries of a deleted
+    webhook still verify until then."""
+    return {key: secret for key, (secret, until) in _read_entries(path).items() if until is None or until > (now or time.time())}
+
+
+def _read_entries(path: Path) -> dict[str, tuple[str, float | None]]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -61,9 +70,17 @@ def read_secrets_file(path: Path) -> dict[str, str]:
     found = {}
     for webhook_id, value in entries.items():
         secret = value.get("secret") if isinstance(value, dict) else value
+        until = value.get("accept_until") if isinstance(value, dict) else None
         if isinstance(secret, str) and secret:
-            found[webhook_id] = secret
+            found[webhook_id] = (secret, _epoch(until) if until else None)
     return found
+
+
+def _epoch(stamp: str) -> float:
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except (ValueError, AttributeError):
+        return 0.0  # unreadable: treat as expired
 
 
 class SecretRing:
@@ -78,14 +95,15 @@ class SecretRing:
         self._fixed = [s.encode() for s in fixed]
         self._file = secrets_file
         self._stamp: tuple[int, int, int] | None = None
-        self._from_file: list[bytes] = []
+        self._from_file: list[tuple[bytes, float | None]] = []
         self._lock = threading.Lock()
         self.last_error: str | None = None
         self._reload_if_changed()
 
     def current(self) -> list[bytes]:
         self._reload_if_changed()
-        return self._fixed + self._from_file
+        now = time.time()
+        return self._fixed + [secret for secret, until in self._from_file if until is None or until > now]
 
     def __len__(self) -> int:
         return len(self.current())
@@ -104,10 +122,10 @@ class SecretRing:
             if stamp == self._stamp:
                 return
             try:
-                secrets = read_secrets_file(self._file) if stamp is not None else {}
+                entries = _read_entries(self._file) if stamp is not None else {}
             except SecretsFileError as exc:
                 self.last_error = str(exc)
                 return
-            self._from_file = [s.encode() for s in dict.fromkeys(secrets.values())]
+            self._from_file = [(secret.encode(), until) for secret, until in entries.values()]
             self._stamp = stamp
             self.last_error = None

@@ -16,6 +16,7 @@ import os
 import secrets as _secrets
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,9 @@ import httpx
 from webhook_receiver.signatures import read_secrets_file
 
 BASE_URL_ENV = "COMMOPS_BASE_URL"
+# A deleted webhook's secret stays accepted this long: the service lets attempts already in
+# flight finish (each has a 10 s deadline by default), and they must not be refused.
+DEFAULT_GRACE_SECONDS = 300.0
 API_KEY_ENV = "COMMOPS_API_KEY"
 
 
@@ -62,6 +66,19 @@ def forget_secret(path: Path, key: str) -> bool:
     return True
 
 
+def retire_secret(path: Path, key: str, grace_seconds: float) -> None:
+    """Keep accepting `key`'s secret for `grace_seconds` more (attempts of a deleted webhook
+    already in flight still verify), then drop it; 0 forgets it now."""
+    if grace_seconds <= 0:
+        forget_secret(path, key)
+        return
+    entries = _read_raw(path)
+    if isinstance(entries.get(key), dict):
+        until = datetime.now(UTC) + timedelta(seconds=grace_seconds)
+        entries[key]["accept_until"] = until.strftime("%Y-%m-%dT%H:%M:%SZ")
+        _write_raw(path, entries)
+
+
 def _read_raw(path: Path) -> dict[str, Any]:
     read_secrets_file(path)  # validates (SecretsFileError with the file name)
     try:
@@ -71,8 +88,10 @@ def _read_raw(path: Path) -> dict[str, Any]:
 
 
 def _write_raw(path: Path, entries: dict[str, Any]) -> None:
-    """Write to a 0600 temporary file beside `path`, fsync, then rename over it: readers see
+    """Drop entries whose accept_until has passed, then write to a 0600 temporary file beside `path`, fsync, then rename over it: readers see
     the old or the new file, never half of one."""
+    accepted = _still_accepted(entries)
+    entries = {key: value for key, value in entries.items() if key in accepted}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -90,6 +109,20 @@ def _write_raw(path: Path, entries: dict[str, Any]) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _still_accepted(entries: dict[str, Any]) -> set[str]:
+    """Keys of `entries` still accepted now (no accept_until, or one in the future)."""
+    now = datetime.now(UTC)
+    keep = set()
+    for key, value in entries.items():
+        until = value.get("accept_until") if isinstance(value, dict) else None
+        try:
+            if until is None or datetime.fromisoformat(until.replace("Z", "+00:00")) > now:
+                keep.add(key)
+        except ValueError:
+            pass
+    return keep
 
 
 # ---------------------------------------------------------------- the API
@@ -157,11 +190,13 @@ class Subscriptions:
             raise SubscriptionError("nothing to update: pass --events and/or --enable/--disable")
         return self._call("PATCH", f"/webhooks/{webhook_id}", json=body)
 
-    def delete(self, webhook_id: str, secrets_file: Path | None = None) -> None:
-        """Delete the webhook, then forget its secret (deliveries it still had queued are cancelled)."""
+    def delete(self, webhook_id: str, secrets_file: Path | None = None,
+               grace_seconds: float = DEFAULT_GRACE_SECONDS) -> None:
+        """Delete the webhook (its queued deliveries are cancelled); its secret stays accepted
+        for `grace_seconds` (attempts in flight), then leaves the secrets file."""
         self._call("DELETE", f"/webhooks/{webhook_id}")
         if secrets_file is not None:
-            forget_secret(secrets_file, webhook_id)
+            retire_secret(secrets_file, webhook_id, grace_seconds)
 
     def test(self, webhook_id: str, event: str) -> dict[str, Any]:
         return self._call("POST", f"/webhooks/{webhook_id}/test", json={"event": event})
@@ -180,13 +215,13 @@ class Subscriptions:
         return min(items, key=lambda d: d["created_at"]) if items else None
 
     def rotate(self, webhook_id: str, secrets_file: Path, timeout: float = 600.0,
-               poll_seconds: float = 1.0) -> dict[str, Any]:
+               poll_seconds: float = 1.0, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> dict[str, Any]:
         """Replace a webhook by a new one with the same URL and events and a new secret.
 
         1. register the new webhook (its secret joins the secrets file: both are accepted);
         2. wait until the old webhook has no pending delivery created before the new one
            (every later event is also queued for the new webhook), at most `timeout` s;
-        3. delete the old webhook and forget its secret.
+        3. delete the old webhook; its secret stays accepted for `grace_seconds` more.
         Returns the new webhook record.
         """
         old = self.get(webhook_id)
@@ -203,7 +238,7 @@ class Subscriptions:
                     f"?status=pending` has none older than {new['created_at']}"
                 )
             time.sleep(poll_seconds)
-        self.delete(webhook_id, secrets_file)
+        self.delete(webhook_id, secrets_file, grace_seconds)
         return new
 
     def _call(self, method: str, path: str, *, whole: bool = False, **kwargs: Any) -> Any:
