@@ -1,0 +1,80 @@
+"""Fixtures for the receiver tests: a real uvicorn receiver on a free loopback port.
+
+`make_receiver(secrets=..., **settings)` starts one over a fresh data dir; every receiver it
+starts is stopped at teardown. Helpers build envelopes and sign them as the service does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
+from webhook_receiver.server import ReceiverServer
+from webhook_receiver.settings import ReceiverSettings
+from webhook_receiver.signatures import sign
+
+SECRET = "s1-" + "a" * 61
+
+
+def envelope(event: str = "kol.updated", event_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": event_id or f"wh_evt_{uuid.uuid4().hex}",
+        "event": event,
+        "created_at": "2026-05-01T12:00:00.000000Z",
+        "data": {"id": "kol_123", "full_name": "Dr Ana López", "tier": "tier_1"},
+        "organization_id": "org_test",
+        **extra,
+    }
+
+
+def body_of(env: dict[str, Any]) -> bytes:
+    return json.dumps(env, ensure_ascii=False).encode()
+
+
+def signed_headers(secret: str, body: bytes) -> dict[str, str]:
+    return {"Content-Type": "application/json", WEBHOOK_SIGNATURE_HEADER: sign(secret, body)}
+
+
+def post_signed(client: httpx.Client, url: str, env: dict[str, Any], secret: str = SECRET) -> httpx.Response:
+    body = body_of(env)
+    return client.post(url, content=body, headers=signed_headers(secret, body))
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def make_receiver(tmp_path: Path) -> Iterator[Callable[..., ReceiverServer]]:
+    started: list[ReceiverServer] = []
+
+    def make(secrets: str = SECRET, data_dir: Path | None = None, **settings: Any) -> ReceiverServer:
+        values = {"webhook_secrets": secrets, "data_dir": data_dir or tmp_path / "data", **settings}
+        server = ReceiverServer(ReceiverSettings(**values)).start()
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=10) as c:
+        yield c

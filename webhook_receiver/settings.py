@@ -1,0 +1,38 @@
+"""Receiver settings: one pydantic-settings model read from the environment (`COMMOPS_*`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Twice the service's 8 MiB request cap: any record the service accepted fits in an event
+# envelope, and an unsigned sender still cannot make the receiver buffer more than this.
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+SECRETS_FILE_NAME = "webhook-secrets.json"
+
+
+class ReceiverSettings(BaseSettings):
+    """COMMOPS_WEBHOOK_SECRETS (comma-separated), COMMOPS_DATA_DIR (default ./data),
+    COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB)."""
+
+    model_config = SettingsConfigDict(env_prefix="COMMOPS_", extra="ignore")
+
+    webhook_secrets: SecretStr = Field(SecretStr(""), description="signing secrets, comma-separated")
+    data_dir: Path = Path("./data")
+    webhook_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
+
+    @property
+    def secrets(self) -> list[str]:
+        """The secrets of COMMOPS_WEBHOOK_SECRETS (blank items dropped)."""
+        return [item.strip() for item in self.webhook_secrets.get_secret_value().split(",") if item.strip()]
+
+    @property
+    def inbox_path(self) -> Path:
+        return self.data_dir.resolve() / "inbox" / "webhooks.db"
+
+    @property
+    def secrets_file(self) -> Path:
+        """Written by `commops webhooks register` (mode 0600), keyed by webhook id."""
+        return self.data_dir.resolve() / SECRETS_FILE_NAME
