@@ -28,6 +28,7 @@ from service.errors import ApiError, invalid, not_found
 from service.routes import schemas
 from service.routes.common import db, errors, json_response, read_body, request_body
 from service.routes.query import Param, page_params, parse
+from service.store import deliveries
 from service.store import webhooks as store
 from service.store.db import new_id, to_iso, transaction
 from service.webhooks.attempt import attempt, make_client
@@ -308,9 +309,9 @@ async def test_webhook(request: Request, webhook_id: str) -> Response:
         raise _private_address(httpx.URL(target["url"]).host)  # registered while private targets were allowed
     async with make_client(config) as client:
         outcome = await attempt(client, config, target["url"], target["secret"], event_id, payload)
-    record = store.AttemptRecord(new_id(store.DELIVERY_PREFIX, 20), webhook_id, outcome)
+    record = deliveries.AttemptRecord(new_id(deliveries.DELIVERY_PREFIX, 20), webhook_id, outcome)
     await run_in_threadpool(
-        lambda: store.record_test_delivery(db(request), caller.org_id, event_id, body.event, payload, record)
+        lambda: deliveries.record_test_delivery(db(request), caller.org_id, event_id, body.event, payload, record)
     )
     if outcome.error and outcome.error.startswith("address_refused"):
         # The name resolved to a refused address (checked on connect): nothing was sent or read.
@@ -342,7 +343,7 @@ def list_deliveries(request: Request, webhook_id: str) -> Response:
     """Deliveries newest first, each with its attempt log."""
     caller, _ = _owned_webhook(request, webhook_id)
     query = parse(request, DELIVERY_PARAMS)
-    items, total = store.list_deliveries(
+    items, total = deliveries.list_deliveries(
         db(request),
         caller.org_id,
         webhook_id,
@@ -360,8 +361,8 @@ def list_deliveries(request: Request, webhook_id: str) -> Response:
 def get_delivery(request: Request, webhook_id: str, delivery_id: str) -> Response:
     caller, _ = _owned_webhook(request, webhook_id)
     try:
-        delivery = store.get_delivery(db(request), caller.org_id, webhook_id, delivery_id)
-    except store.DeliveryNotFound:
+        delivery = deliveries.get_delivery(db(request), caller.org_id, webhook_id, delivery_id)
+    except deliveries.DeliveryNotFound:
         raise not_found("delivery", delivery_id) from None
     return json_response({"data": delivery})
 
@@ -377,8 +378,8 @@ def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Respon
     conn = db(request)
     try:
         with transaction(conn):
-            count = store.redeliver(conn, caller.org_id, webhook_id, delivery_id=delivery_id)
-    except store.DeliveryNotFound:
+            count = deliveries.redeliver(conn, caller.org_id, webhook_id, delivery_id=delivery_id)
+    except deliveries.DeliveryNotFound:
         raise not_found("delivery", delivery_id) from None
     if count == 0:
         raise ApiError(
@@ -388,7 +389,7 @@ def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Respon
             "this one is still queued or is a test delivery",
             {"id": delivery_id},
         )
-    return json_response({"data": store.get_delivery(conn, caller.org_id, webhook_id, delivery_id)})
+    return json_response({"data": deliveries.get_delivery(conn, caller.org_id, webhook_id, delivery_id)})
 
 
 @router.post(
@@ -410,7 +411,7 @@ def _redeliver_failed(request: Request, webhook_id: str, body: RedeliverSince) -
     caller, _ = _owned_webhook(request, webhook_id)
     conn = db(request)
     with transaction(conn):
-        count = store.redeliver(conn, caller.org_id, webhook_id, since=to_iso(body.since))
+        count = deliveries.redeliver(conn, caller.org_id, webhook_id, since=to_iso(body.since))
         webhook = store.get_webhook(conn, caller.org_id, webhook_id)
     return json_response({"data": {"webhook": webhook, "requeued": count}})
 
