@@ -144,9 +144,11 @@ def revoke_key(db: Path, key_id: str) -> None:
 @click.option("--signals", default=150, show_default=True, type=click.IntRange(min=0))
 @click.option("--events", default=40, show_default=True, type=click.IntRange(min=0))
 @click.option("--random-seed", default=0, show_default=True, type=int,
-              help="Same seed, same organization and same starting data: same rows.")
+              help="Same seed, same organization, same starting data and same reference end: same rows.")
+@click.option("--reference-end", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="Dates fall in the two years before this day (UTC); default: today.")
 def seed(db: Path, org_id: str, kols: int, campaigns: int, products: int, signals: int, events: int,
-         random_seed: int) -> None:
+         random_seed: int, reference_end) -> None:
     """Add deterministic, realistic synthetic data to an organization; prints rows written per table.
 
     The defaults give a small dataset in which every enum value and list filter has matches.
@@ -158,7 +160,7 @@ def seed(db: Path, org_id: str, kols: int, campaigns: int, products: int, signal
     started = time.perf_counter()
     try:
         counts = run_seed(db, org_id, kols=kols, campaigns=campaigns, products=products, signals=signals,
-                          events=events, random_seed=random_seed,
+                          events=events, random_seed=random_seed, reference_end=reference_end,
                           progress=lambda stage, done, total: click.echo(f"  {stage}: {done}/{total}", err=True))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
