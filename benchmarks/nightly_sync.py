@@ -93,20 +93,15 @@ def _child(code: str, *args: str) -> dict:
 
 def seed_service(directory: Path, scale: float) -> tuple[Path, str]:
     sys.path.insert(0, str(ROOT))
-    from service import admin
-    from service.seed import seed
-    from service.store import db
+    from service.local import create_local_service
 
-    db_path = directory / "service.db"
-    db.init_db(db_path)
-    org_id = admin.create_org(db_path, "Benchmark Medical Devices", "enterprise")
-    key = admin.create_key(db_path, org_id, "all")
     counts = {name: max(1, int(n * scale)) for name, n in
               (("kols", 100_000), ("campaigns", 5_000), ("products", 500), ("signals", 100_000))}
     started = time.perf_counter()
-    seed(db_path, org_id, events=max(1, int(2_000 * scale)), random_seed=1, **counts)
+    local = create_local_service(directory / "service.db", org_name="Benchmark Medical Devices",
+                                 events=max(1, int(2_000 * scale)), random_seed=1, **counts)
     print(f"seeded {counts} in {time.perf_counter() - started:.1f}s", flush=True)
-    return db_path, key
+    return local.db_path, local.api_key
 
 
 def main() -> None:

@@ -62,23 +62,14 @@ def main() -> None:
 
 
 def start_service(directory: Path, args: argparse.Namespace):
-    from service import admin
-    from service.seed import seed
-    from service.server import ServiceServer
-    from service.settings import ServiceSettings
-    from service.store import db
+    from service.local import create_local_service, serve
 
-    db_path = directory / "service.db"
-    db.init_db(db_path)
-    org_id = admin.create_org(db_path, "Benchmark Devices", args.plan)
-    api_key = admin.create_key(db_path, org_id, "all")
     started = time.monotonic()
-    seed(db_path, org_id, kols=args.kols, campaigns=0, products=0, signals=0, events=0)
+    local = create_local_service(directory / "service.db", org_name="Benchmark Devices", plan=args.plan,
+                                 kols=args.kols)
     print(f"seeded {args.kols} KOLs in {time.monotonic() - started:.1f} s")
-    settings = ServiceSettings(db=db_path, rate_limits_enabled=True, rate_window_seconds=args.window)
-    server = ServiceServer(settings)
-    server.start()
-    return server, server.base_url, api_key
+    server = serve(local.db_path, rate_limits_enabled=True, rate_window_seconds=args.window)
+    return server, server.base_url, local.api_key
 
 
 def one_run(base_url: str, api_key: str, args: argparse.Namespace, limit: int) -> dict:

@@ -31,8 +31,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service import admin  # noqa: E402
-from service.seed import seed  # noqa: E402
+from service.local import create_local_service  # noqa: E402
 from service.server import ServiceServer  # noqa: E402
 from service.settings import ServiceSettings  # noqa: E402
 
@@ -49,12 +48,11 @@ def main() -> None:
 
 
 def _run(args: argparse.Namespace, db_path: Path) -> None:
-    org_id = admin.create_org(db_path, "Benchmark Medical", "enterprise")
-    key = admin.create_key(db_path, org_id, ["kols:read", "signals:read"])
-
     started, cpu_started = time.perf_counter(), time.process_time()
-    counts = seed(db_path, org_id, kols=args.kols, campaigns=args.campaigns, products=args.products,
-                  signals=args.signals, events=args.events, random_seed=args.random_seed)
+    local = create_local_service(db_path, org_name="Benchmark Medical", scopes=["kols:read", "signals:read"],
+                                 kols=args.kols, campaigns=args.campaigns, products=args.products,
+                                 signals=args.signals, events=args.events, random_seed=args.random_seed)
+    key, counts = local.api_key, local.seeded
     seed_seconds, seed_cpu = time.perf_counter() - started, time.process_time() - cpu_started
     rows = sum(counts.values())
     print(f"seed: {counts['kols']:,} KOLs and their related data ({rows:,} rows in all) in {seed_seconds:.1f} s "

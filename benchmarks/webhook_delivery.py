@@ -27,9 +27,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.store import orgs, outbox  # noqa: E402
+from service.local import create_local_service  # noqa: E402
+from service.store import outbox  # noqa: E402
 from service.store import webhooks as store  # noqa: E402
-from service.store.db import connect, init_db, transaction  # noqa: E402
+from service.store.db import connect, transaction  # noqa: E402
 from service.webhooks.config import WebhookConfig  # noqa: E402
 from service.webhooks.delivery import DeliveryWorker  # noqa: E402
 
@@ -84,14 +85,12 @@ def _free_port() -> int:
 
 
 def _setup(directory: Path, url: str) -> tuple[Path, str]:
-    db = directory / "service.db"
-    init_db(db)
-    conn = connect(db)
-    org_id = orgs.create_org(conn, "Bench Medtech", "enterprise", None)
+    local = create_local_service(directory / "service.db", org_name="Bench Medtech")
+    conn = connect(local.db_path)
     with transaction(conn):
-        store.create_webhook(conn, org_id, url, ["kol.updated"], "bench-secret-0123456789")
+        store.create_webhook(conn, local.org_id, url, ["kol.updated"], "bench-secret-0123456789")
     conn.close()
-    return db, org_id
+    return local.db_path, local.org_id
 
 
 def _emit(conn, org_id: str, n: int) -> tuple[str, float]:
@@ -119,7 +118,7 @@ def run_once(base: str, events: int, rate: float, seconds: float, poll: float) -
     httpx.get(f"{base}/reset", timeout=10)
     with tempfile.TemporaryDirectory() as tmp:
         db, org_id = _setup(Path(tmp), f"{base}/hook")
-        config = WebhookConfig(db=db, poll_interval_seconds=poll)
+        config = WebhookConfig(db=db, poll_interval_seconds=poll, allow_private=True)  # the receiver is on loopback
         conn = connect(db)
 
         backlog = {_emit(conn, org_id, n)[0] for n in range(events)}

@@ -13,11 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from service import admin
-from service.seed import seed
+from service.local import create_local_service, default_counts, serve
 from service.server import ServiceServer
-from service.settings import ServiceSettings
-from service.store.db import init_db
 
 DEMO_ORG_NAME = "Helix Medical Devices (demo)"
 DEMO_OWNER_EMAIL = "commercial-ops@helix-medical.example"
@@ -45,19 +42,17 @@ def ensure_seeded(data_dir: Path, *, kols: int = 200, echo=print) -> tuple[Path,
     folder.mkdir(parents=True, exist_ok=True)
     if db_path.exists():
         db_path.unlink()  # a database without its key is unusable for the demo: start over
-    init_db(db_path)
-    org_id = admin.create_org(db_path, DEMO_ORG_NAME, "enterprise", owner_email=DEMO_OWNER_EMAIL)
-    api_key = admin.create_key(db_path, org_id, "all")
     echo(f"Seeding the local service ({db_path}) ...")
-    counts = seed(db_path, org_id, kols=kols)
-    echo("Seeded: " + ", ".join(f"{n:,} {name}" for name, n in counts.items()))
+    local = create_local_service(db_path, org_name=DEMO_ORG_NAME, plan="enterprise", owner_email=DEMO_OWNER_EMAIL,
+                                 scopes="all", **default_counts(kols=kols))
+    echo("Seeded: " + ", ".join(f"{n:,} {name}" for name, n in local.seeded.items()))
     fd = os.open(credentials_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        json.dump({"org_id": org_id, "api_key": api_key}, handle)
-    return db_path, LocalCredentials(org_id, api_key)
+        json.dump({"org_id": local.org_id, "api_key": local.api_key}, handle)
+    return db_path, LocalCredentials(local.org_id, local.api_key)
 
 
 def start_local_service(db_path: Path, port: int = 0) -> ServiceServer:
     """Serve the local database on 127.0.0.1 (rate limits of the demo org's plan apply)."""
     # The demo's webhook receiver listens on loopback: opt in to private receiver addresses.
-    return ServiceServer(ServiceSettings(db=db_path, webhook_allow_private=True), port=port).start()
+    return serve(db_path, port=port, webhook_allow_private=True)

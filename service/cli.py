@@ -1,28 +1,84 @@
 """`commops service ...`: run and administer the local Commercial Operations Service.
 
-Every command takes --db PATH (default: $COMMOPS_SERVICE_DB, else ./data/service.db).
-Commands that create something print its id or key alone on the last line, so
-scripts can take `| tail -n 1`.
+Every command takes --db PATH (default: $COMMOPS_SERVICE_DB, else
+$COMMOPS_DATA_DIR/service/service.db, the database `commops demo` seeds; COMMOPS_DATA_DIR
+defaults to ./data). Only create-org and run create a missing database; the other commands
+refuse it. Commands that create something print its id or key alone on the last line, so
+scripts can take `| tail -n 1`. Failures print one line, `commops service CMD failed: ...`,
+and exit 1.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import socket
+import sqlite3
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from commops_spec.constants import PLANS
 
-DEFAULT_DB = "./data/service.db"
+DEFAULT_DB = "$COMMOPS_DATA_DIR/service/service.db"
+
+
+def _default_db() -> Path:
+    from service.settings import default_db_path
+
+    return Path(os.environ.get("COMMOPS_SERVICE_DB") or default_db_path())
 
 
 def db_option(func):
     return click.option(
-        "--db", "db", type=click.Path(dir_okay=False, path_type=Path),
-        default=lambda: os.environ.get("COMMOPS_SERVICE_DB", DEFAULT_DB), show_default="$COMMOPS_SERVICE_DB or "
-        + DEFAULT_DB, help="SQLite database of the service.",
+        "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=_default_db,
+        show_default="$COMMOPS_SERVICE_DB or " + DEFAULT_DB, help="SQLite database of the service.",
     )(func)
+
+
+def _fail(message: str) -> NoReturn:
+    """One line on stderr and exit 1: `commops service CMD failed: message`."""
+    command = click.get_current_context().info_name
+    click.echo(f"commops service {command} failed: {message}", err=True)
+    sys.exit(1)
+
+
+def _existing_db(db: Path) -> Path:
+    """Refuse a database that does not exist instead of creating an empty one."""
+    if not db.is_file():
+        _fail(f"no service database at {db}: run `commops demo`, or `commops service create-org --db {db}`")
+    return db
+
+
+def _open_db(db: Path) -> None:
+    """Create the schema if needed and check that the file is an SQLite database we can write."""
+    from service.store.db import init_db
+
+    try:
+        init_db(db)
+    except (sqlite3.Error, OSError) as exc:
+        _fail(f"cannot open database {db}: {exc}")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        _fail(f"cannot resolve host {host}: {exc.strerror}")
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            _fail(f"port {port} on {host} is in use")
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    return sock
 
 
 @click.group()
@@ -70,8 +126,14 @@ def run(db: Path, host: str, port: int, no_rate_limits: bool, extra_fields: bool
         except ValueError:
             raise click.BadParameter(f"rate of {spec!r} must be a number", param_hint="--fault") from None
     settings = ServiceSettings(**overrides)
-    click.echo(f"Serving http://{host}:{port}/v1 from {db}", err=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)
+    _open_db(db)
+    sock = _bind(host, port)
+    click.echo(f"Serving http://{host}:{sock.getsockname()[1]}/v1 from {db}", err=True)
+    config = uvicorn.Config(create_app(settings), log_level="info", access_log=False)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 @service.command("create-org")
@@ -83,6 +145,7 @@ def create_org(db: Path, name: str, plan: str, owner_email: str | None) -> None:
     """Create an organization; prints its id on the last line."""
     from service import admin
 
+    _open_db(db)
     org_id = admin.create_org(db, name, plan, owner_email)
     click.echo(f"Created organization {name!r} on plan {plan}", err=True)
     click.echo(org_id)
@@ -98,6 +161,7 @@ def create_key(db: Path, org_id: str, scopes: str) -> None:
     from service.store.orgs import UnknownOrganization
 
     wanted: list[str] | str = "all" if scopes.strip() == "all" else [s.strip() for s in scopes.split(",") if s.strip()]
+    _existing_db(db)
     try:
         key = admin.create_key(db, org_id, wanted)
     except (ValueError, UnknownOrganization) as exc:
@@ -112,7 +176,7 @@ def list_keys(db: Path) -> None:
     """List API keys (ids and prefixes, never the keys)."""
     from service import admin
 
-    for key in admin.list_keys(db):
+    for key in admin.list_keys(_existing_db(db)):
         state = f"revoked {key['revoked_at']}" if key["revoked_at"] else "active"
         click.echo(f"{key['id']}\t{key['key_prefix']}...\t{key['org_id']}\t{key['plan']}\t"
                    f"{','.join(key['scopes'])}\t{state}")
@@ -125,6 +189,7 @@ def revoke_key(db: Path, key_id: str) -> None:
     """Revoke an API key by id (or unambiguous prefix)."""
     from service import admin
 
+    _existing_db(db)
     try:
         revoked = admin.revoke_key(db, key_id)
     except LookupError as exc:
@@ -144,9 +209,11 @@ def revoke_key(db: Path, key_id: str) -> None:
 @click.option("--signals", default=150, show_default=True, type=click.IntRange(min=0))
 @click.option("--events", default=40, show_default=True, type=click.IntRange(min=0))
 @click.option("--random-seed", default=0, show_default=True, type=int,
-              help="Same seed, same organization and same starting data: same rows.")
+              help="Same seed, same organization, same starting data and same reference end: same rows.")
+@click.option("--reference-end", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="Dates fall in the two years before this day (UTC); default: today.")
 def seed(db: Path, org_id: str, kols: int, campaigns: int, products: int, signals: int, events: int,
-         random_seed: int) -> None:
+         random_seed: int, reference_end) -> None:
     """Add deterministic, realistic synthetic data to an organization; prints rows written per table.
 
     The defaults give a small dataset in which every enum value and list filter has matches.
@@ -155,16 +222,30 @@ def seed(db: Path, org_id: str, kols: int, campaigns: int, products: int, signal
 
     from service.seed import seed as run_seed
 
+    _existing_db(db)
     started = time.perf_counter()
     try:
         counts = run_seed(db, org_id, kols=kols, campaigns=campaigns, products=products, signals=signals,
-                          events=events, random_seed=random_seed,
+                          events=events, random_seed=random_seed, reference_end=reference_end,
                           progress=lambda stage, done, total: click.echo(f"  {stage}: {done}/{total}", err=True))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     for table, count in counts.items():
         click.echo(f"{table}\t{count}")
     click.echo(f"Seeded {org_id} in {time.perf_counter() - started:.1f} s", err=True)
+
+
+@service.command("demo-key")
+def demo_key() -> None:
+    """Print the API key of `commops demo`'s organization ($COMMOPS_DATA_DIR/service/demo-credentials.json)."""
+    path = Path(os.environ.get("COMMOPS_DATA_DIR") or "./data") / "service" / "demo-credentials.json"
+    try:
+        key = json.loads(path.read_text())["api_key"]
+    except FileNotFoundError:
+        _fail(f"no demo credentials at {path}: run `commops demo` first")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        _fail(f"cannot read demo credentials at {path}: {exc!r}: run `commops demo` again")
+    click.echo(key)
 
 
 # `deliver` (the webhook delivery worker on its own) lives with the webhooks: service/webhooks/cli.py.

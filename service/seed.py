@@ -5,7 +5,9 @@
 Same random_seed, same organization and same starting state give the same rows: values
 come from a `random.Random` seeded with (random_seed, rows the org already holds), ids
 from a second one that also mixes in the org id (ids are global primary keys), and
-timestamps from a fixed window (the two years before 2026-11-01), never the wall clock.
+timestamps from the two years before a reference end: the start of the seeding day (UTC)
+unless `reference_end` is given, so a fresh demo has last month's activity and two runs on
+one day (or with one reference_end) write identical rows.
 Seeding an organization that already has data adds more rows with fresh ids.
 
 The defaults give a small dataset in which every enum value and every list filter of the
@@ -25,7 +27,7 @@ import sqlite3
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from commops_spec.constants import (
@@ -45,10 +47,15 @@ from service.store import db, metrics, seeding
 
 Progress = Callable[[str, int, int], None]
 
-REFERENCE_END = datetime(2026, 11, 1)  # naive UTC; the seeded past ends here
-WINDOW = timedelta(days=730)
-_WINDOW_START = REFERENCE_END - WINDOW
+WINDOW = timedelta(days=730)  # the seeded past: the two years before the reference end
 _WINDOW_US = int(WINDOW.total_seconds() * 1_000_000)
+# The first campaigns (one per status) and signals (two per impact level, each about a product)
+# fall in the 29 days before the reference end (so within 30 days of any moment of the seeding
+# day): a fresh dataset always has recent activity, and docs/analysts.md's "last 30 days" query
+# always has rows.
+RECENT = timedelta(days=29)
+_RECENT_CAMPAIGNS = len(CAMPAIGN_STATUSES)
+_RECENT_SIGNALS = 2 * len(IMPACT_LEVELS)
 _KOL_CHUNK = 10_000
 _CAMPAIGN_CHUNK = 1_000
 _SIGNAL_CHUNK = 10_000
@@ -58,6 +65,16 @@ _COUNTED = ("kols", "campaigns", "products", "signals", "events", "product_lines
             "interactions", "publications", "campaign_recipients", "signal_products")
 _DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _SPEC_NUMBER = re.compile(r"\{n(\d+)\}")
+
+
+def reference_end_for(moment: datetime) -> datetime:
+    """The reference end of a seed run at `moment`: the start of its UTC day, so that every run
+    of one day with the same random_seed writes the same rows."""
+    return _naive_utc(moment).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 
 def seed(
@@ -70,9 +87,14 @@ def seed(
     signals: int = 150,
     events: int = 40,
     random_seed: int = 0,
+    reference_end: datetime | None = None,
     progress: Progress | None = None,
 ) -> dict[str, int]:
-    """Write synthetic data for `org_id` into the service database; return the rows written per table."""
+    """Write synthetic data for `org_id` into the service database; return the rows written per table.
+
+    Generated dates fall in the two years before `reference_end` (naive UTC; default: the start
+    of today, UTC, see reference_end_for), scheduled events and campaigns up to 180 days after it.
+    """
     for name, value in (("kols", kols), ("campaigns", campaigns), ("products", products),
                         ("signals", signals), ("events", events)):
         if value < 0:
@@ -83,7 +105,8 @@ def seed(
         seeding.tune_for_bulk_load(conn)
         if not seeding.org_exists(conn, org_id):
             raise ValueError(f"organization {org_id!r} does not exist in {db_path}; create it first (create-org)")
-        gen = _Generator(conn, org_id, random_seed, progress or (lambda *_: None))
+        end = reference_end_for(datetime.now(UTC)) if reference_end is None else _naive_utc(reference_end)
+        gen = _Generator(conn, org_id, random_seed, end, progress or (lambda *_: None))
         gen.write_products(products)
         gen.write_events(events)
         gen.write_kols(kols)
@@ -129,8 +152,11 @@ class _Event:
 class _Generator:
     """Generates and writes one seed run; later stages draw on what earlier ones wrote."""
 
-    def __init__(self, conn: sqlite3.Connection, org_id: str, random_seed: int, progress: Progress):
+    def __init__(self, conn: sqlite3.Connection, org_id: str, random_seed: int, end: datetime,
+                 progress: Progress):
         self.conn = conn
+        self.end = end  # naive UTC; every generated date is placed relative to it
+        self.start = end - WINDOW
         self.org_id = org_id
         self.progress = progress
         self.counts = dict.fromkeys(_COUNTED, 0)
@@ -149,12 +175,13 @@ class _Generator:
     def new_id(self, prefix: str) -> str:
         return f"{prefix}{self._id_rng.getrandbits(64):016x}"
 
-    def moment(self, start: datetime = _WINDOW_START, end: datetime = REFERENCE_END) -> datetime:
+    def moment(self, start: datetime | None = None, end: datetime | None = None) -> datetime:
+        start, end = start or self.start, end or self.end
         span = int((end - start).total_seconds() * 1_000_000)
         return start + timedelta(microseconds=self.rng.randrange(max(span, 1)))
 
     def past_moment(self) -> datetime:
-        return _WINDOW_START + timedelta(microseconds=self.rng.randrange(_WINDOW_US))
+        return self.start + timedelta(microseconds=self.rng.randrange(_WINDOW_US))
 
     def write(self, table: str, rows: list[tuple]) -> None:
         seeding.insert_rows(self.conn, table, rows)
@@ -234,7 +261,7 @@ class _Generator:
 
     def _clearance_number(self, market: str, family: str) -> str:
         rng = self.rng
-        year = rng.randint(18, 26)
+        year = rng.randint(self.end.year - 8, self.end.year) % 100
         if market == "US":
             pma = any(word in family for word in ("TAVR", "Defibrillator", "Leadless", "Deep Brain", "Mitral"))
             return f"P{year:02d}{rng.randint(0, 9999):04d}" if pma else f"K{year:02d}{rng.randint(0, 9999):04d}"
@@ -254,13 +281,13 @@ class _Generator:
         rows: list[tuple] = []
         for i in range(n):
             kind = V.EVENT_TYPES[i % len(V.EVENT_TYPES)] if i < 10 else rng.choice(V.EVENT_TYPES)
-            start = self.moment(_WINDOW_START, REFERENCE_END + timedelta(days=180))
+            start = self.moment(self.start, self.end + timedelta(days=180))
             day = start.date()
-            past = start < REFERENCE_END
+            past = start < self.end
             status = ("completed" if past else "scheduled") if rng.random() > 0.08 else "cancelled"
             if i < 3:  # the first events cover every status
                 status = ("completed", "scheduled", "cancelled")[i]
-                day = (REFERENCE_END + timedelta(days=(-90, 45, -20)[i])).date()
+                day = (self.end + timedelta(days=(-90, 45, -20)[i])).date()
             topic = rng.choice(V.EVENT_TOPICS)
             inst = rng.choice(V.INSTITUTIONS)
             if kind == "congress":
@@ -382,7 +409,7 @@ class _Generator:
             for event in rng.sample(other, min(len(other), rng.randint(1, 2))):
                 rsvp = "declined" if event.status == "cancelled" else rng.choice(V.RSVP_STATUSES)
                 rows.append((event.id, kol_id, self.org_id, rng.choice(V.ATTENDEE_ROLES), rsvp, 0,
-                             _iso(self.moment(end=REFERENCE_END))))
+                             _iso(self.moment())))
 
     def _interactions(self, kol_id: str, created: datetime, n: int, propensity: int, rows: list[tuple]) -> None:
         rng = self.rng
@@ -397,12 +424,12 @@ class _Generator:
     def _publications(self, kol_id: str, interests: list[str], n: int, rows: list[tuple]) -> None:
         rng = self.rng
         for _ in range(n):
-            year = rng.randint(2008, 2026)
+            year = rng.randint(self.end.year - 18, self.end.year)
             journal, doi_prefix = rng.choice(_JOURNALS)
             rows.append((
                 self.new_id("pub_"), self.org_id, kol_id,
                 rng.choice(_PUB_TITLES).format(topic=rng.choice(interests)), journal, year,
-                min(2000, int(rng.paretovariate(1.3) * (2027 - year))),
+                min(2000, int(rng.paretovariate(1.3) * (self.end.year + 1 - year))),
                 f"{doi_prefix}.{year}.{rng.randint(1, 12):02d}.{rng.randint(1000, 99999)}",
             ))
 
@@ -429,8 +456,8 @@ class _Generator:
         product_name = product[1] if product else "our portfolio"
         topic = rng.choice(V.EVENT_TOPICS)
         congress = rng.choice(V.CONGRESSES)[0]
-        created = self.past_moment()
-        sent = None if status == "draft" else min(created + timedelta(hours=rng.randint(1, 240)), REFERENCE_END)
+        created = self.moment(self.end - RECENT) if i < _RECENT_CAMPAIGNS else self.past_moment()
+        sent = None if status == "draft" else min(created + timedelta(hours=rng.randint(1, 240)), self.end)
         schedule = self._schedule(ctype, status, created, sent)
         subject = _fill(rng.choice(V.CAMPAIGN_SUBJECTS[ctype]), product=product_name, congress=congress, topic=topic)
         name = {
@@ -473,7 +500,7 @@ class _Generator:
         if ctype == "newsletter" and roll < 0.5:
             return {"type": "recurring", "send_at": _iso(sent or created + timedelta(days=7)), "frequency": "monthly"}
         if roll < 0.3:
-            at = sent or REFERENCE_END + timedelta(days=self.rng.randint(30, 120))
+            at = sent or self.end + timedelta(days=self.rng.randint(30, 120))
             return {"type": "scheduled", "send_at": _iso(at)}
         return {"type": "immediate", "send_at": None}
 
@@ -516,12 +543,13 @@ class _Generator:
         rng = self.rng
         if i < 24:  # the first signals cover every source, sentiment and impact level
             source, level = SIGNAL_SOURCES[i % len(SIGNAL_SOURCES)], IMPACT_LEVELS[i % len(IMPACT_LEVELS)]
-            fields = signal_fields(rng, self.products, source=source, sentiment=SENTIMENTS[i % 3], level=level)
+            fields = signal_fields(rng, self.products, source=source, sentiment=SENTIMENTS[i % 3], level=level,
+                                   min_related=1 if i < _RECENT_SIGNALS else 0)
             read, bookmarked = (i % 2 == 0, i % 4 < 2)
         else:
             fields = signal_fields(rng, self.products)
             read, bookmarked = rng.random() < 0.45, rng.random() < 0.12
-        published = self.past_moment()
+        published = self.moment(self.end - RECENT) if i < _RECENT_SIGNALS else self.past_moment()
         fetched = published + timedelta(minutes=rng.randint(5, 360))
         signal_id = self.new_id(ID_PREFIXES["signal"])
         source, impact, relevance = fields["source"], fields["impact"], fields["product_relevance"]
@@ -559,10 +587,12 @@ def signal_fields(
     source: str | None = None,
     sentiment: str | None = None,
     level: str | None = None,
+    min_related: int = 0,
 ) -> dict:
     """A plausible regulatory or industry signal in the shape signals.ingest_signal takes
     (without id and timestamps). `products` holds (id, name, category) to relate it to;
-    source, sentiment and level may be forced (the seed's first rows cover every value)."""
+    source, sentiment and level may be forced (the seed's first rows cover every value), and
+    `min_related` products (when there are products) related."""
     source = source or rng.choices(SIGNAL_SOURCES, weights=(30, 12, 10, 8, 6, 8, 8, 18))[0]
     templates = _TITLES_BY_SOURCE[source]
     if sentiment is not None:
@@ -570,7 +600,8 @@ def signal_fields(
     else:
         template, sentiment, base_level = rng.choice(templates)
     level = level or _shift_level(base_level, rng.choices((-1, 0, 1), weights=(20, 60, 20))[0])
-    related = rng.sample(products, min(len(products), rng.choice((0, 1, 1, 1, 2, 3)))) if products else []
+    wanted = max(min_related, rng.choice((0, 1, 1, 1, 2, 3))) if products else 0
+    related = rng.sample(products, min(len(products), wanted)) if products else []
     category = related[0][2] if related else rng.choice(_CATEGORIES)
     values = {
         "company": rng.choice(V.COMPANIES), "category": category, "issue": rng.choice(V.SIGNAL_ISSUES),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field
@@ -15,11 +16,17 @@ DEFAULT_KOL_LIMITS: dict[str, int | None] = {
 }
 
 
+def default_db_path() -> Path:
+    """$COMMOPS_DATA_DIR/service/service.db (COMMOPS_DATA_DIR defaults to ./data): the database
+    `commops demo` seeds, so every `commops service` command finds it without --db."""
+    return Path(os.environ.get("COMMOPS_DATA_DIR") or "./data") / "service" / "service.db"
+
+
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="COMMOPS_SERVICE_", extra="ignore")
 
     # Storage
-    db: Path = Path("./data/service.db")
+    db: Path = Field(default_factory=default_db_path)  # COMMOPS_SERVICE_DB overrides it
 
     # Plans and limits (requests per plan are in commops_spec.constants.PLANS)
     rate_limits_enabled: bool = True  # False: never 429 on request rate (headers are still sent)

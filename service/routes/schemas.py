@@ -299,3 +299,106 @@ class ProductList(BaseModel):
 class SignalList(BaseModel):
     data: list[SignalOut]
     meta: SignalListMeta
+
+
+# ---------------------------------------------------------------- webhooks (4.8) and their deliveries
+
+DeliveryStatus = Literal["pending", "held", "delivered", "failed", "cancelled"]
+
+
+class WebhookOut(BaseModel):
+    id: str = Field(description="wh_...")
+    url: str
+    events: list[str]
+    enabled: bool
+    status: Literal["active", "failed"] = Field(description="failed once a delivery exhausted its retries")
+    failed_at: str | None
+    failure_reason: str | None
+    created_at: str
+    updated_at: str
+
+
+class WebhookCreatedOut(WebhookOut):
+    secret: str = Field(description="the signing secret; returned by this response only")
+
+
+class WebhookCreated(BaseModel):
+    data: WebhookCreatedOut
+
+
+class WebhookResponse(BaseModel):
+    data: WebhookOut
+
+
+class WebhookList(BaseModel):
+    data: list[WebhookOut]
+    meta: ListMeta
+
+
+class DeletedOut(BaseModel):
+    id: str
+    deleted: bool
+
+
+class WebhookDeleted(BaseModel):
+    data: DeletedOut
+
+
+class TestOutcome(BaseModel):
+    delivery_id: str
+    event_id: str = Field(description="wh_evt_... of the sample payload, also the webhook-id header")
+    event: str
+    success: bool = Field(description="true for a 2xx answer")
+    status_code: int | None = Field(description="the receiver's status; null on timeout or connection error")
+    latency_ms: float
+    attempt: int
+    error: str | None
+    response_excerpt: str | None = Field(description="the first 1,024 characters of the receiver's answer")
+
+
+class TestOutcomeResponse(BaseModel):
+    data: TestOutcome
+
+
+class AttemptOut(BaseModel):
+    attempt: int = Field(description="1 = first attempt, 2 = first retry, ...")
+    started_at: str
+    status_code: int | None
+    error: str | None
+    latency_ms: float
+    response_excerpt: str | None
+
+
+class DeliveryOut(BaseModel):
+    id: str = Field(description="whd_...")
+    webhook_id: str
+    event_id: str
+    event: str
+    test: bool
+    status: DeliveryStatus
+    attempt_count: int
+    next_attempt_at: str | None
+    last_status_code: int | None
+    last_error: str | None
+    created_at: str
+    updated_at: str
+    delivered_at: str | None
+    attempts: list[AttemptOut]
+
+
+class DeliveryResponse(BaseModel):
+    data: DeliveryOut
+
+
+class DeliveryList(BaseModel):
+    data: list[DeliveryOut]
+    meta: ListMeta
+
+
+class RequeuedOut(BaseModel):
+    webhook: WebhookOut
+    requeued: int
+
+
+class RequeuedResponse(BaseModel):
+    data: RequeuedOut

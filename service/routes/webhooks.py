@@ -13,7 +13,7 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import httpx
 from fastapi import APIRouter, Request
@@ -28,6 +28,7 @@ from service.errors import ApiError, invalid, not_found
 from service.routes import schemas
 from service.routes.common import db, errors, json_response, read_body, request_body
 from service.routes.query import Param, page_params, parse
+from service.store import deliveries
 from service.store import webhooks as store
 from service.store.db import new_id, to_iso, transaction
 from service.webhooks.attempt import attempt, make_client
@@ -96,109 +97,6 @@ class RedeliverSince(BaseModel):
     since: datetime
 
 
-# ---------------------------------------------------------------- response shapes (OpenAPI only)
-
-DeliveryStatus = Literal["pending", "held", "delivered", "failed", "cancelled"]
-
-
-class WebhookOut(BaseModel):
-    id: str = Field(description="wh_...")
-    url: str
-    events: list[str]
-    enabled: bool
-    status: Literal["active", "failed"] = Field(description="failed once a delivery exhausted its retries")
-    failed_at: str | None
-    failure_reason: str | None
-    created_at: str
-    updated_at: str
-
-
-class WebhookCreatedOut(WebhookOut):
-    secret: str = Field(description="the signing secret; returned by this response only")
-
-
-class WebhookCreated(BaseModel):
-    data: WebhookCreatedOut
-
-
-class WebhookResponse(BaseModel):
-    data: WebhookOut
-
-
-class WebhookList(BaseModel):
-    data: list[WebhookOut]
-    meta: schemas.ListMeta
-
-
-class DeletedOut(BaseModel):
-    id: str
-    deleted: bool
-
-
-class WebhookDeleted(BaseModel):
-    data: DeletedOut
-
-
-class TestOutcome(BaseModel):
-    delivery_id: str
-    event_id: str = Field(description="wh_evt_... of the sample payload, also the webhook-id header")
-    event: str
-    success: bool = Field(description="true for a 2xx answer")
-    status_code: int | None = Field(description="the receiver's status; null on timeout or connection error")
-    latency_ms: float
-    attempt: int
-    error: str | None
-    response_excerpt: str | None = Field(description="the first 1,024 characters of the receiver's answer")
-
-
-class TestOutcomeResponse(BaseModel):
-    data: TestOutcome
-
-
-class AttemptOut(BaseModel):
-    attempt: int = Field(description="1 = first attempt, 2 = first retry, ...")
-    started_at: str
-    status_code: int | None
-    error: str | None
-    latency_ms: float
-    response_excerpt: str | None
-
-
-class DeliveryOut(BaseModel):
-    id: str = Field(description="whd_...")
-    webhook_id: str
-    event_id: str
-    event: str
-    test: bool
-    status: DeliveryStatus
-    attempt_count: int
-    next_attempt_at: str | None
-    last_status_code: int | None
-    last_error: str | None
-    created_at: str
-    updated_at: str
-    delivered_at: str | None
-    attempts: list[AttemptOut]
-
-
-class DeliveryResponse(BaseModel):
-    data: DeliveryOut
-
-
-class DeliveryList(BaseModel):
-    data: list[DeliveryOut]
-    meta: schemas.ListMeta
-
-
-class RequeuedOut(BaseModel):
-    webhook: WebhookOut
-    requeued: int
-
-
-class RequeuedResponse(BaseModel):
-    data: RequeuedOut
-
-
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     documented = errors(*(status for status in statuses if status != 409))
     if 409 in statuses:
@@ -219,7 +117,7 @@ def query_doc(params: list[Param]) -> dict[str, Any]:
 @router.post(
     "/v1/webhooks",
     status_code=201,
-    response_model=WebhookCreated,
+    response_model=schemas.WebhookCreated,
     responses=_errors(400, 403, 415),
     openapi_extra=request_body(CreateWebhook),
 )
@@ -242,7 +140,10 @@ def _create(request: Request, body: CreateWebhook) -> Response:
 
 
 @router.get(
-    "/v1/webhooks", response_model=WebhookList, responses=_errors(400, 403), openapi_extra=query_doc(page_params())
+    "/v1/webhooks",
+    response_model=schemas.WebhookList,
+    responses=_errors(400, 403),
+    openapi_extra=query_doc(page_params()),
 )
 def list_webhooks(request: Request) -> Response:
     """The webhooks whose events the key may read (all of them for a key with every read scope)."""
@@ -259,7 +160,7 @@ def list_webhooks(request: Request) -> Response:
 
 @router.patch(
     "/v1/webhooks/{webhook_id}",
-    response_model=WebhookResponse,
+    response_model=schemas.WebhookResponse,
     responses=_errors(400, 403, 404, 415),
     openapi_extra=request_body(UpdateWebhook),
 )
@@ -280,7 +181,7 @@ def _update(request: Request, webhook_id: str, body: UpdateWebhook) -> Response:
     return json_response({"data": updated})
 
 
-@router.delete("/v1/webhooks/{webhook_id}", response_model=WebhookDeleted, responses=_errors(403, 404))
+@router.delete("/v1/webhooks/{webhook_id}", response_model=schemas.WebhookDeleted, responses=_errors(403, 404))
 def delete_webhook(request: Request, webhook_id: str) -> Response:
     auth.require_scope(request, WEBHOOKS_WRITE)
     caller, _ = _owned_webhook(request, webhook_id)
@@ -292,7 +193,7 @@ def delete_webhook(request: Request, webhook_id: str) -> Response:
 
 @router.post(
     "/v1/webhooks/{webhook_id}/test",
-    response_model=TestOutcomeResponse,
+    response_model=schemas.TestOutcomeResponse,
     responses=_errors(400, 403, 404, 415),
     openapi_extra=request_body(TestEvent),
 )
@@ -308,9 +209,9 @@ async def test_webhook(request: Request, webhook_id: str) -> Response:
         raise _private_address(httpx.URL(target["url"]).host)  # registered while private targets were allowed
     async with make_client(config) as client:
         outcome = await attempt(client, config, target["url"], target["secret"], event_id, payload)
-    record = store.AttemptRecord(new_id(store.DELIVERY_PREFIX, 20), webhook_id, outcome)
+    record = deliveries.AttemptRecord(new_id(deliveries.DELIVERY_PREFIX, 20), webhook_id, outcome)
     await run_in_threadpool(
-        lambda: store.record_test_delivery(db(request), caller.org_id, event_id, body.event, payload, record)
+        lambda: deliveries.record_test_delivery(db(request), caller.org_id, event_id, body.event, payload, record)
     )
     if outcome.error and outcome.error.startswith("address_refused"):
         # The name resolved to a refused address (checked on connect): nothing was sent or read.
@@ -334,7 +235,7 @@ async def test_webhook(request: Request, webhook_id: str) -> Response:
 
 @router.get(
     "/v1/webhooks/{webhook_id}/deliveries",
-    response_model=DeliveryList,
+    response_model=schemas.DeliveryList,
     responses=_errors(400, 403, 404),
     openapi_extra=query_doc(DELIVERY_PARAMS),
 )
@@ -342,7 +243,7 @@ def list_deliveries(request: Request, webhook_id: str) -> Response:
     """Deliveries newest first, each with its attempt log."""
     caller, _ = _owned_webhook(request, webhook_id)
     query = parse(request, DELIVERY_PARAMS)
-    items, total = store.list_deliveries(
+    items, total = deliveries.list_deliveries(
         db(request),
         caller.org_id,
         webhook_id,
@@ -355,20 +256,22 @@ def list_deliveries(request: Request, webhook_id: str) -> Response:
 
 
 @router.get(
-    "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}", response_model=DeliveryResponse, responses=_errors(403, 404)
+    "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}",
+    response_model=schemas.DeliveryResponse,
+    responses=_errors(403, 404),
 )
 def get_delivery(request: Request, webhook_id: str, delivery_id: str) -> Response:
     caller, _ = _owned_webhook(request, webhook_id)
     try:
-        delivery = store.get_delivery(db(request), caller.org_id, webhook_id, delivery_id)
-    except store.DeliveryNotFound:
+        delivery = deliveries.get_delivery(db(request), caller.org_id, webhook_id, delivery_id)
+    except deliveries.DeliveryNotFound:
         raise not_found("delivery", delivery_id) from None
     return json_response({"data": delivery})
 
 
 @router.post(
     "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver",
-    response_model=DeliveryResponse,
+    response_model=schemas.DeliveryResponse,
     responses=_errors(403, 404, 409),
 )
 def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Response:
@@ -377,8 +280,8 @@ def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Respon
     conn = db(request)
     try:
         with transaction(conn):
-            count = store.redeliver(conn, caller.org_id, webhook_id, delivery_id=delivery_id)
-    except store.DeliveryNotFound:
+            count = deliveries.redeliver(conn, caller.org_id, webhook_id, delivery_id=delivery_id)
+    except deliveries.DeliveryNotFound:
         raise not_found("delivery", delivery_id) from None
     if count == 0:
         raise ApiError(
@@ -388,12 +291,12 @@ def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Respon
             "this one is still queued or is a test delivery",
             {"id": delivery_id},
         )
-    return json_response({"data": store.get_delivery(conn, caller.org_id, webhook_id, delivery_id)})
+    return json_response({"data": deliveries.get_delivery(conn, caller.org_id, webhook_id, delivery_id)})
 
 
 @router.post(
     "/v1/webhooks/{webhook_id}/redeliver",
-    response_model=RequeuedResponse,
+    response_model=schemas.RequeuedResponse,
     responses=_errors(400, 403, 404, 415),
     openapi_extra=request_body(RedeliverSince),
 )
@@ -410,7 +313,7 @@ def _redeliver_failed(request: Request, webhook_id: str, body: RedeliverSince) -
     caller, _ = _owned_webhook(request, webhook_id)
     conn = db(request)
     with transaction(conn):
-        count = store.redeliver(conn, caller.org_id, webhook_id, since=to_iso(body.since))
+        count = deliveries.redeliver(conn, caller.org_id, webhook_id, since=to_iso(body.since))
         webhook = store.get_webhook(conn, caller.org_id, webhook_id)
     return json_response({"data": {"webhook": webhook, "requeued": count}})
 

@@ -3,7 +3,7 @@
 A change and the event it causes commit or roll back together, so a crash can
 neither lose an event nor emit one for a change that never happened. The payload
 is serialized once, here; deliveries send (and sign) exactly these bytes. Each event is
-fanned out into one pending delivery per subscribed webhook (service/store/webhooks.py).
+fanned out into one pending delivery per subscribed webhook (service/store/deliveries.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from commops_spec.constants import EVENTS, ID_PREFIXES
-from service.store import webhooks
+from service.store import deliveries
 from service.store.db import new_id, now_iso
 
 
@@ -31,7 +31,7 @@ def emit(conn: sqlite3.Connection, org_id: str, event: str, data: dict[str, Any]
         (event_id, org_id, event, body, created_at),
     )
     # Deliveries are created in the same transaction, so they exist exactly when the event does.
-    webhooks.fan_out(conn, org_id, event, cursor.lastrowid, event_id, created_at)
+    deliveries.fan_out(conn, org_id, event, cursor.lastrowid, event_id, created_at)
     return event_id
 
 

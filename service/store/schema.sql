@@ -221,7 +221,7 @@ CREATE TABLE IF NOT EXISTS webhook_events (
 );
 CREATE INDEX IF NOT EXISTS webhook_events_org ON webhook_events (org_id, seq);
 
--- ===== Webhooks: registrations, deliveries and attempts (owned by service/store/webhooks.py) =====
+-- ===== Webhooks: registrations, deliveries and attempts (owned by service/store/webhooks.py and deliveries.py) =====
 -- A delivery is one event for one webhook; emit() fans events out into deliveries in the
 -- transaction of the change. Delivery status: pending (due at next_attempt_at), held (the
 -- webhook is disabled or failed; resumes on reactivation), delivered, failed (retries

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import httpcore
 import httpx
 
-from service.store.webhooks import Outcome
+from service.store.deliveries import Outcome
 from service.webhooks.config import WebhookConfig
 from service.webhooks.safety import AddressRefused, CheckedNetworkBackend
 from service.webhooks.signing import delivery_headers

@@ -15,7 +15,7 @@ from service.webhooks.delivery import DeliveryWorker
 
 @click.command("deliver")
 @click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
-              help="Service database (default: COMMOPS_SERVICE_DB, else ./data/service.db).")
+              help="Service database (default: COMMOPS_SERVICE_DB, else $COMMOPS_DATA_DIR/service/service.db).")
 @click.option("--time-scale", type=float, default=None, help="Multiply the retry delays (e.g. 0.001 for demos).")
 def deliver(db_path: Path | None, time_scale: float | None) -> None:
     """Deliver webhook events until interrupted (Ctrl-C); safe next to `commops service run`."""

@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from service.store import webhooks as store
+from service.store import deliveries as store
+from service.store import webhooks as webhook_store
 from service.store.db import connect, to_iso
 from service.webhooks.attempt import attempt, make_client
 from service.webhooks.config import WebhookConfig
@@ -214,10 +215,10 @@ class DeliveryWorker:
             log.warning("failure emails not checked: %s", exc)
 
     async def _send_each_owed_email(self) -> None:
-        for notice in await self._db(store.owed_notifications):
+        for notice in await self._db(webhook_store.owed_notifications):
             if not notice["owner_email"]:
                 log.warning("webhook %s failed but organization %s has no owner email", notice["id"], notice["org_id"])
-                await self._db(store.mark_notified, notice["id"], notice["failed_at"])
+                await self._db(webhook_store.mark_notified, notice["id"], notice["failed_at"])
                 continue
             try:
                 await asyncio.get_running_loop().run_in_executor(None, send_failure_email, self.config, notice)
@@ -231,7 +232,7 @@ class DeliveryWorker:
                 )
                 self._next_email_check = time.monotonic() + _EMAIL_RETRY_SECONDS
                 return
-            await self._db(store.mark_notified, notice["id"], notice["failed_at"])
+            await self._db(webhook_store.mark_notified, notice["id"], notice["failed_at"])
 
     # ------------------------------------------------------------ plumbing
 

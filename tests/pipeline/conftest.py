@@ -7,7 +7,6 @@ and serves it with uvicorn on a free 127.0.0.1 port; every server it starts is s
 
 from __future__ import annotations
 
-import inspect
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-_SEED_RESOURCES = ("kols", "campaigns", "products", "signals", "events")
 
 
 @dataclass
@@ -61,35 +58,35 @@ def start_service(
     **settings_overrides: Any,
 ) -> RunningService:
     """Create, seed and start a service in `directory`; the caller stops `server`."""
-    from service import admin
-    from service.seed import seed
-    from service.server import ServiceServer
-    from service.settings import ServiceSettings
-    from service.store import db
-
-    db_path = directory / "service.db"
-    db.init_db(db_path)
-    org_id = admin.create_org(db_path, "Test Medical Devices", plan)
-    api_key = admin.create_key(db_path, org_id, scopes)
-    counts = {"kols": kols, "campaigns": campaigns, "products": products, "signals": signals, "events": events}
-    seeded = seed(db_path, org_id, random_seed=random_seed, **counts) if any(counts.values()) else dict.fromkeys(_SEED_RESOURCES, 0)
+    from service.local import create_local_service
 
     settings_overrides.setdefault("rate_limits_enabled", False)
     if not settings_overrides["rate_limits_enabled"]:
         # Unenforced limits still count down X-RateLimit-Remaining, which a well-behaved client obeys:
         # a one-second window keeps the stated budget (the plan's per-minute figure) out of the way.
         settings_overrides.setdefault("rate_window_seconds", 1)
-    settings = ServiceSettings(db=db_path, **settings_overrides)
-    server = ServiceServer(settings)
-    server.start()
+    local = create_local_service(
+        directory / "service.db",
+        org_name="Test Medical Devices",
+        plan=plan,
+        scopes=scopes,
+        kols=kols,
+        campaigns=campaigns,
+        products=products,
+        signals=signals,
+        events=events,
+        random_seed=random_seed,
+        start=True,
+        settings=settings_overrides,
+    )
     return RunningService(
-        base_url=server.base_url,
-        api_key=api_key,
-        org_id=org_id,
-        db_path=db_path,
-        settings=settings,
-        server=server,
-        seeded=dict(seeded or {}),
+        base_url=local.server.base_url,
+        api_key=local.api_key,
+        org_id=local.org_id,
+        db_path=local.db_path,
+        settings=local.server.settings,
+        server=local.server,
+        seeded=dict(local.seeded),
     )
 
 
@@ -116,13 +113,8 @@ def make_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
 @pytest.fixture(scope="session")
 def seeded_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """The seed's default dataset (every enum value and filter has matches), one per session; read-only use."""
-    from service.seed import seed
+    from service.local import default_counts
 
-    defaults = {
-        name: param.default
-        for name, param in inspect.signature(seed).parameters.items()
-        if name in _SEED_RESOURCES and param.default is not inspect.Parameter.empty
-    }
-    service = start_service(tmp_path_factory.mktemp("seeded_service"), **defaults)
+    service = start_service(tmp_path_factory.mktemp("seeded_service"), **default_counts())
     yield service
     service.server.stop()

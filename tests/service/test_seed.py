@@ -6,7 +6,7 @@ import json
 import re
 import sqlite3
 import time
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from commops_spec.constants import IMPACT_LEVELS, MARKETS
 from service import admin
 from service.cli import service as service_cli
-from service.seed import REFERENCE_END, seed
+from service.seed import WINDOW, reference_end_for, seed
 from service.store import db, metrics
 
 SEEDED_TABLES = (
@@ -22,6 +22,7 @@ SEEDED_TABLES = (
     "campaigns", "campaign_recipients", "signals", "signal_products",
 )
 SMALL = {"kols": 60, "campaigns": 8, "products": 6, "signals": 30, "events": 10}
+A_DAY = datetime(2026, 11, 1)  # an explicit reference end: the same rows on any day the tests run
 
 
 def _db_with_org(path, org_id: str = "org_fixedfortests") -> str:
@@ -55,11 +56,31 @@ def seeded(tmp_path_factory):
 
 def test_same_random_seed_gives_identical_rows(tmp_path):
     first, second = tmp_path / "a.db", tmp_path / "b.db"
-    seed(first, _db_with_org(first), random_seed=7, **SMALL)
-    seed(second, _db_with_org(second), random_seed=7, **SMALL)
+    seed(first, _db_with_org(first), random_seed=7, reference_end=A_DAY, **SMALL)
+    seed(second, _db_with_org(second), random_seed=7, reference_end=A_DAY, **SMALL)
     dumped = _dump(first)
     assert dumped == _dump(second)
     assert all(dumped[t] for t in SEEDED_TABLES)
+
+
+def test_every_moment_of_one_utc_day_gives_the_same_reference_end():
+    morning, night = datetime(2026, 11, 23, 0, 0, 1, tzinfo=UTC), datetime(2026, 11, 23, 23, 59, 59, tzinfo=UTC)
+    assert reference_end_for(morning) == reference_end_for(night) == datetime(2026, 11, 23)
+    assert reference_end_for(datetime(2026, 11, 24, 0, 30, tzinfo=UTC)) == datetime(2026, 11, 24)
+
+
+def test_another_reference_end_moves_the_dates_and_keeps_the_rest(tmp_path):
+    first, second = tmp_path / "a.db", tmp_path / "b.db"
+    seed(first, _db_with_org(first), random_seed=7, reference_end=A_DAY, **SMALL)
+    seed(second, _db_with_org(second), random_seed=7, reference_end=A_DAY + timedelta(days=100), **SMALL)
+    rows = []
+    for path in (first, second):
+        conn = sqlite3.connect(path)
+        rows.append(conn.execute("SELECT id, full_name, institution, created_at FROM kols ORDER BY id").fetchall())
+        conn.close()
+    assert [row[:3] for row in rows[0]] == [row[:3] for row in rows[1]]
+    moved = [datetime.fromisoformat(row[3].rstrip("Z")) + timedelta(days=100) for row in rows[0]]
+    assert [datetime.fromisoformat(row[3].rstrip("Z")) for row in rows[1]] == moved
 
 
 def test_another_random_seed_gives_other_data(tmp_path):
@@ -187,15 +208,41 @@ def test_campaign_deliveries_are_consistent_with_campaign_status(seeded):
     assert conn.execute("SELECT count(*) FROM campaign_recipients WHERE opened_at IS NOT NULL").fetchone()[0] > 0
 
 
-def test_timestamps_come_from_the_fixed_window_not_the_clock(seeded):
+def test_timestamps_fall_in_the_two_years_before_the_seeding_day(seeded):
     conn, _, _ = seeded
+    end = reference_end_for(datetime.now(UTC))
     lo, hi, bad = conn.execute(
         "SELECT min(created_at), max(updated_at), count(*) FILTER (WHERE updated_at < created_at) FROM kols"
     ).fetchone()
     assert bad == 0
-    assert "2024-11-01" <= lo and hi <= REFERENCE_END.isoformat()
-    assert conn.execute("SELECT max(published_at) FROM signals").fetchone()[0] <= REFERENCE_END.isoformat()
+    assert (end - WINDOW - timedelta(days=1)).isoformat() <= lo and hi <= end.isoformat()
+    assert conn.execute("SELECT max(published_at) FROM signals").fetchone()[0] <= end.isoformat()
     assert all(date.fromisoformat(r[0]) for r in conn.execute("SELECT date FROM events"))
+
+
+def test_a_fresh_seed_has_activity_in_the_last_30_days(seeded):
+    conn, _, _ = seeded
+    now = datetime.now(UTC)
+    month_ago = (now - timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    count = lambda sql: conn.execute(sql, (month_ago,)).fetchone()[0]  # noqa: E731
+    assert count("SELECT count(*) FROM campaigns WHERE sent_at > ?") > 0
+    assert count("SELECT count(*) FROM interactions WHERE occurred_at > ?") > 0
+    assert count("SELECT count(*) FROM signals WHERE published_at > ?") > 0
+    assert conn.execute("SELECT count(*) FROM events WHERE date > ?", (now.date().isoformat(),)).fetchone()[0] > 0
+
+
+def test_the_analysts_last_30_days_query_has_rows_on_a_fresh_seed(seeded):
+    """docs/analysts.md: high-impact signals of the last 30 days and the products they concern
+    (signals joined to signal_product_relevance, impact critical or high, published_at > now() - 30 days)."""
+    conn, _, _ = seeded
+    month_ago = (datetime.now(UTC) - timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    rows = conn.execute(
+        "SELECT s.published_at, s.impact_level, p.name FROM signals s"
+        " JOIN signal_products r ON r.signal_id = s.id JOIN products p ON p.id = r.product_id"
+        " WHERE s.impact_level IN ('critical', 'high') AND s.published_at > ?",
+        (month_ago,),
+    ).fetchall()
+    assert {level for _, level, _ in rows} == {"critical", "high"}
 
 
 def test_derived_kol_fields_are_already_computed(seeded):

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from commops_spec.constants import WEBHOOK_RETRY_DELAYS_SECONDS
+from service.store import deliveries as delivery_store
 from service.store import outbox
 from service.store import webhooks as store
 from service.store.db import transaction
@@ -50,7 +51,7 @@ def emit(db: ServiceDb, event: str = "kol.created", data: dict[str, Any] | None 
 
 def deliveries(db: ServiceDb, webhook_id: str) -> list[dict[str, Any]]:
     conn = db.connect()
-    items, _ = store.list_deliveries(conn, db.org_id, webhook_id, statuses=None, event=None, page=1, per_page=100)
+    items, _ = delivery_store.list_deliveries(conn, db.org_id, webhook_id, statuses=None, event=None, page=1, per_page=100)
     conn.close()
     return items
 
@@ -272,7 +273,7 @@ def test_after_a_failure_episode_nothing_is_lost_once_the_receiver_is_back(servi
         receiver.behave("/outage", status=200)
         conn = service_db.connect()
         with transaction(conn):
-            requeued = store.redeliver(conn, service_db.org_id, webhook_id, since="2000-01-01T00:00:00.000000Z")
+            requeued = delivery_store.redeliver(conn, service_db.org_id, webhook_id, since="2000-01-01T00:00:00.000000Z")
         conn.close()
         assert requeued == 1
         wait_until(lambda: {d["status"] for d in deliveries(service_db, webhook_id)} == {"delivered"})
