@@ -158,3 +158,22 @@ def test_a_nightly_load_of_an_older_snapshot_does_not_overwrite_a_fresher_webhoo
         )
     assert load.success
     assert stack.query(f"SELECT title FROM kols WHERE id = '{a['id']}'") == [("Dean",)]
+
+
+def test_commops_events_apply_applies_every_pending_event_in_process(stack: Stack) -> None:
+    from click.testing import CliRunner
+
+    from pipelines.cli import main
+
+    kol = stack.change(lambda conn, org: new_kol(conn, org, "Hal Price"))
+    stack.wait_for_events(1)
+    env = {"COMMOPS_API_KEY": stack.service.api_key, "DAGSTER_HOME": str(stack.data_dir / "dagster_home")}
+    (stack.data_dir / "dagster_home").mkdir()
+    args = ["--base-url", stack.service.base_url, "--data-dir", str(stack.data_dir)]
+    result = CliRunner().invoke(main, ["events", "apply", *args], env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "1 event(s) applied in 1 run(s); 0 pending" in result.output
+    assert "kol.created 1" in result.output
+    assert stack.query(f"SELECT full_name FROM kols WHERE id = '{kol['id']}'") == [("Hal Price",)]
+    status = CliRunner().invoke(main, ["events", "status", "--data-dir", str(stack.data_dir)], catch_exceptions=False)
+    assert "pending 0" in status.output and "applied 1" in status.output
