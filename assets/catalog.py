@@ -171,3 +171,33 @@ KOL_DETAIL_FIELDS_IN_KOLS = (
     "tier", "engagement_level", "created_at", "events", "campaigns", "is_archived", "location",
     "email", "phone", "event_count", "last_interaction", "interactions", "publications",
 )
+
+# Webhook-driven tables (assets/webhook_events.py): written by the incremental job only.
+CAMPAIGN_ENGAGEMENT = ResourceSpec(
+    name="campaign_engagement",
+    path="webhook campaign.email_opened, campaign.link_clicked",
+    id_prefix=c.ID_PREFIXES["webhook_event"],
+    schema=schemas.CAMPAIGN_ENGAGEMENT,
+    description=(
+        "Email opens and link clicks, one row per campaign.email_opened or campaign.link_clicked webhook "
+        "event (not available from the list endpoints: filled only while the receiver and the sensor run)."
+    ),
+    sort=None,
+    key="event_id",
+    version=(),  # an event never changes: a re-applied event replaces its identical row
+    required=("event_id", "event", "campaign_id"),
+)
+
+WEBHOOK_EVENTS = ResourceSpec(
+    name="webhook_events",
+    path="webhook (every event name)",
+    id_prefix=c.ID_PREFIXES["webhook_event"],
+    schema=schemas.WEBHOOK_EVENTS,
+    description=(
+        "Every webhook event the incremental job applied, one row per event id, with its data as sent "
+        "and the run that applied it (job apply_webhook_events)."
+    ),
+    sort=None,
+    version=("applied_at",),  # an event applied again (its marking was lost) names the later run
+    required=("id", "event", "created_at", "received_at", "applied_at", "run_id"),
+)

@@ -1,4 +1,4 @@
-"""Explicit Arrow schemas of the four list resources and of the KOL detail.
+"""Explicit Arrow schemas of the four list resources, of the KOL detail and of the webhook tables.
 
 Timestamps are UTC timestamps, nested objects structs, arrays lists. Every field carries
 its description (field metadata "description"), which becomes the warehouse column comment.
@@ -223,5 +223,40 @@ KOL_DETAILS = pa.schema(
         field("updated_at", TIMESTAMP, "updated_at of the KOL when this detail was fetched (UTC)"),
         field("enriched_at", TIMESTAMP, "Time the detail was fetched by the sync (UTC)"),
         EXTRA,
+    ]
+)
+
+# Webhook-driven tables (assets/webhook_events.py). Built by the pipeline from inbox events, not
+# read from a list endpoint, so they have no _fetched_at or _extra.
+
+# One row per campaign.email_opened / campaign.link_clicked event.
+CAMPAIGN_ENGAGEMENT = pa.schema(
+    [
+        field("event_id", pa.string(), "Webhook event identifier (wh_evt_...), webhook_events.id"),
+        field("event", pa.string(), "campaign.email_opened or campaign.link_clicked"),
+        field("campaign_id", pa.string(), "Campaign identifier (campaigns.id)"),
+        field("kol_id", pa.string(), "KOL identifier (kols.id) of the recipient; NULL for a recipient who is not a KOL"),
+        field("email", pa.string(), "Recipient email address (lower case)"),
+        field("occurred_at", TIMESTAMP, "Time of the open or click in the service (UTC)"),
+        field("received_at", TIMESTAMP, "Time the receiver stored the event (UTC)"),
+    ]
+)
+
+# One row per webhook event the incremental job applied (every kind, known or not).
+WEBHOOK_EVENTS = pa.schema(
+    [
+        field("id", pa.string(), "Webhook event identifier (wh_evt_...), the same on every redelivery"),
+        field("event", pa.string(), "Event name, e.g. kol.updated (part 6 of the spec)"),
+        field("created_at", TIMESTAMP, "Time the service created the event (envelope created_at, UTC)"),
+        field("received_at", TIMESTAMP, "Time the receiver stored the event durably (UTC)"),
+        field("organization_id", pa.string(), "Owning organization (org_...)"),
+        pa.field(
+            "data", pa.string(), nullable=True,
+            metadata={"description": "The event's data object as sent (JSON)", "json": "true"},
+        ),
+        field("known_event", pa.bool_(), "False for an event name outside part 6 of the spec (recorded, not applied)"),
+        field("attempts", pa.int64(), "Failed applications before the one that committed this row"),
+        field("applied_at", TIMESTAMP, "Time the incremental job committed this event's changes (UTC)"),
+        field("run_id", pa.string(), "Dagster run that applied the event (job apply_webhook_events)"),
     ]
 )

@@ -1,6 +1,7 @@
 """The `commops` command: `commops service ...` administers the local service,
 `commops sync` runs the nightly job in-process, `commops demo` does both end to end,
-`commops receiver run` receives webhooks into the inbox, `commops webhooks ...` manages them."""
+`commops receiver run` receives webhooks into the inbox, `commops webhooks ...` manages them,
+`commops events apply` applies the inbox's pending events in-process."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 
 import click
 
+from pipelines.events_command import events
 from pipelines.local_commands import demo, ui
 from pipelines.sync_command import sync
 from service.cli import service
@@ -45,6 +47,7 @@ main.add_command(demo)
 main.add_command(ui)
 main.add_command(receiver)
 main.add_command(webhooks)
+main.add_command(events)
 
 
 if __name__ == "__main__":

@@ -12,15 +12,24 @@ from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
 from assets.progress import ProgressReporter
 from assets.warehouse import TABLE_ASSETS
+from assets.webhook_events import WEBHOOK_ASSETS, webhook_events
 from pipelines.jobs import JOBS
 from pipelines.schedules import build_schedules
+from pipelines.sensors import SENSORS
 from resources.api import CommopsApiResource
+from resources.inbox import InboxResource
 from resources.lake import LakeResource
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, Settings, load_settings
 from resources.warehouse import WarehouseResource
 
 WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
-ASSETS = [*SNAPSHOT_ASSETS, *WAREHOUSE_ASSETS, build_analytics_asset([a.key for a in WAREHOUSE_ASSETS])]
+# analytics.duckdb is published after the nightly tables or after the incremental job's merges.
+ASSETS = [
+    *SNAPSHOT_ASSETS,
+    *WAREHOUSE_ASSETS,
+    build_analytics_asset([a.key for a in [*WAREHOUSE_ASSETS, webhook_events]]),
+    *WEBHOOK_ASSETS,
+]
 
 
 def build_resources(
@@ -41,6 +50,7 @@ def build_resources(
         ),
         "lake": LakeResource(data_dir=data_dir),
         "warehouse": WarehouseResource(data_dir=data_dir),
+        "inbox": InboxResource(data_dir=data_dir),
         "progress": dg.ResourceDefinition.hardcoded_resource(progress or ProgressReporter()),
     }
 
@@ -50,6 +60,7 @@ def make_definitions(settings: Settings, resources: dict[str, Any] | None = None
         assets=ASSETS,
         jobs=JOBS,
         schedules=build_schedules(settings.timezone),
+        sensors=SENSORS,
         resources=resources or build_resources(settings),
     )
 

@@ -1,20 +1,33 @@
-"""Jobs: `nightly_sync` materializes the whole asset graph for one snapshot date
-(the snapshot date is the day the run was created)."""
+"""Jobs: `nightly_sync` materializes the whole snapshot graph for one snapshot date (the day the
+run was created); `apply_webhook_events` applies a batch of webhook events from the inbox
+(requested by `webhook_events_sensor`, or run by `commops events apply`)."""
 
 from __future__ import annotations
 
 import dagster as dg
 
+from assets.webhook_events import APPLIED_KEY, WEBHOOK_EVENTS_KEY
 
 NIGHTLY_SYNC = "nightly_sync"
+APPLY_WEBHOOK_EVENTS = "apply_webhook_events"
+
+_WEBHOOK_ONLY = dg.AssetSelection.assets(WEBHOOK_EVENTS_KEY, APPLIED_KEY)
 
 # in_process_executor: every step runs in the run's process, so one API client (one rate
 # budget, one request cap) serves the whole run.
 nightly_sync = dg.define_asset_job(
     NIGHTLY_SYNC,
-    selection=dg.AssetSelection.all(),
+    selection=dg.AssetSelection.all() - _WEBHOOK_ONLY,
     executor_def=dg.in_process_executor,
     description="Snapshot the four API resources to Parquet, merge them into DuckDB, enrich KOL details, publish analytics.duckdb.",
 )
 
-JOBS = [nightly_sync]
+# Apply -> publish -> mark: the inbox is marked only after analytics.duckdb holds the changes.
+apply_webhook_events = dg.define_asset_job(
+    APPLY_WEBHOOK_EVENTS,
+    selection=dg.AssetSelection.assets(WEBHOOK_EVENTS_KEY, ["analytics"], APPLIED_KEY),
+    executor_def=dg.in_process_executor,
+    description="Apply pending webhook events (refetch what they name, merge into the warehouse), publish analytics.duckdb, mark them applied.",
+)
+
+JOBS = [nightly_sync, apply_webhook_events]

@@ -89,7 +89,9 @@ def duckdb_type(type_: pa.DataType) -> str:
 
 
 def column_type(field: pa.Field) -> str:
-    return "JSON" if field.name == EXTRA_COLUMN else duckdb_type(field.type)
+    """DuckDB type of a schema field: `_extra` and fields marked {"json": "true"} are JSON text."""
+    is_json = field.name == EXTRA_COLUMN or (field.metadata or {}).get(b"json") == b"true"
+    return "JSON" if is_json else duckdb_type(field.type)
 
 
 def description(field: pa.Field) -> str:

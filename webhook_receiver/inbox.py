@@ -29,6 +29,7 @@ from typing import Any
 from commops_spec.constants import EVENTS
 
 BUSY_TIMEOUT_MS = 30_000
+INBOX_FILE = Path("inbox") / "webhooks.db"  # under the data directory (COMMOPS_DATA_DIR)
 _KNOWN_EVENTS = frozenset(EVENTS)
 
 _SCHEMA = """
@@ -51,6 +52,11 @@ CREATE INDEX IF NOT EXISTS events_pending ON events (seq) WHERE applied_at IS NU
 _COLUMNS = (
     "seq, id, event, created_at, organization_id, received_at, payload, known_event, applied_at, attempts, last_error"
 )
+
+
+def inbox_path(data_dir: str | Path) -> Path:
+    """The inbox of a data directory: the one place its location is defined (receiver and pipeline)."""
+    return Path(data_dir).expanduser().resolve() / INBOX_FILE
 
 
 def utc_now() -> str:

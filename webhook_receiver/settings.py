@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from webhook_receiver.inbox import inbox_path
+
 # Twice the service's 8 MiB request cap: any record the service accepted fits in an event
 # envelope, and an unsigned sender still cannot make the receiver buffer more than this.
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -30,7 +32,7 @@ class ReceiverSettings(BaseSettings):
 
     @property
     def inbox_path(self) -> Path:
-        return self.data_dir.resolve() / "inbox" / "webhooks.db"
+        return inbox_path(self.data_dir)
 
     @property
     def secrets_file(self) -> Path:

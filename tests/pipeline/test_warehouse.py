@@ -129,14 +129,15 @@ def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_s
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
     names = ("kols", "campaigns", "products", "signals")
     warehouse = {f"warehouse/{n}" for n in names} | {"warehouse/kol_details"}
-    assert keys == {f"lake/{n}" for n in names} | warehouse | {"analytics"}
+    webhooks = {"warehouse/webhook_events", "webhooks/applied"}
+    assert keys == {f"lake/{n}" for n in names} | warehouse | {"analytics"} | webhooks
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
-        assert node.group_name == key.path[0]
-        assert node.pools == (set() if key.path[0] == "lake" else {"warehouse"})
-    # analytics.duckdb is published once, after every warehouse table: lineage says what analysts read
-    assert {k.to_user_string() for k in graph.get(dg.AssetKey(["analytics"])).parent_keys} == warehouse
-    for key in graph.get_all_asset_keys() - {dg.AssetKey(["analytics"])}:
+        assert node.group_name == ("webhooks" if key.to_user_string() in webhooks else key.path[0])
+        assert node.pools == (set() if key.path[0] in ("lake", "webhooks") else {"warehouse"})
+    # analytics.duckdb is published once per run, after every warehouse write: lineage says what analysts read
+    assert {k.to_user_string() for k in graph.get(dg.AssetKey(["analytics"])).parent_keys} == warehouse | {"warehouse/webhook_events"}
+    for key in graph.get_all_asset_keys() - {dg.AssetKey(["analytics"]), dg.AssetKey(["webhooks", "applied"])}:
         metadata = graph.get(key).metadata
         assert "dagster/column_schema" in metadata
         (reference,) = metadata["dagster/code_references"].code_references
@@ -146,6 +147,13 @@ def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_s
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     assert schedule.job_name == "nightly_sync"
     assert not defs.resolve_job_def("nightly_sync").partitions_def  # no backfill of past days offered
+    nightly = set(defs.resolve_job_def("nightly_sync").graph.node_names())
+    assert "analytics" in nightly and not {"warehouse__webhook_events", "webhooks__applied"} & nightly
+    assert set(defs.resolve_job_def("apply_webhook_events").graph.node_names()) == {
+        "warehouse__webhook_events", "analytics", "webhooks__applied"
+    }
+    sensor = defs.resolve_sensor_def("webhook_events_sensor")
+    assert sensor.minimum_interval_seconds == 5 and sensor.default_status == dg.DefaultSensorStatus.RUNNING
 
 
 def test_dagster_yaml_limits_the_warehouse_pool_to_one_step(tmp_path):

@@ -1,0 +1,146 @@
+"""Event-to-queryable latency: a change made in the service → the new value visible in analytics.duckdb.
+
+    .venv/bin/python benchmarks/webhook_latency.py [--changes 20] [--interval 3] [--kols 2000]
+
+Starts, each on loopback: the service (seeded with `--kols` KOLs, its webhook delivery worker on),
+the receiver (registered for every event), and `dagster-daemon run` on the repo's code location
+(workspace.yaml) with a temporary DAGSTER_HOME holding the repo's dagster.yaml: the daemon runs
+webhook_events_sensor (5 s minimum interval) and launches apply_webhook_events runs exactly as
+`dagster dev` does. A nightly sync (in-process) loads the warehouse first.
+
+Then `--changes` tier changes are made through the service's store (one KOL each, `--interval` s
+apart, with jitter so changes do not line up with sensor ticks); a poller opens analytics.duckdb
+read-only every 0.2 s and records when each KOL's new tier is visible. Prints every latency and
+p50/p95/max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import duckdb  # noqa: E402
+
+from commops_spec.constants import EVENTS, KOL_TIERS  # noqa: E402
+from pipelines.daemon_process import running_daemon  # noqa: E402
+from tests.pipeline.conftest import start_service  # noqa: E402
+from tests.pipeline.sync_support import sync  # noqa: E402
+from tests.service.webhook_support import free_port  # noqa: E402
+from webhook_receiver.server import ReceiverServer  # noqa: E402
+from webhook_receiver.settings import ReceiverSettings  # noqa: E402
+from webhook_receiver.subscriptions import Subscriptions  # noqa: E402
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--interval", type=float, default=3.0, help="seconds between changes (±30%% jitter)")
+    parser.add_argument("--kols", type=int, default=2000)
+    parser.add_argument("--timeout", type=float, default=120.0, help="give up on a change after this many seconds")
+    args = parser.parse_args()
+    print("command:", " ".join([os.path.relpath(sys.executable), *sys.argv]))
+
+    with tempfile.TemporaryDirectory(prefix="webhook-latency-") as tmp:
+        root = Path(tmp)
+        service = start_service(
+            root, kols=args.kols, products=20, webhook_allow_private=True, webhook_smtp_port=free_port()
+        )
+        data_dir = root / "data"
+        receiver = ReceiverServer(ReceiverSettings(webhook_secrets="", data_dir=data_dir)).start()
+        try:
+            started = time.monotonic()
+            sync(service, data_dir, enrich_details_limit=0)
+            print(f"nightly sync of {args.kols} KOLs: {time.monotonic() - started:.1f} s")
+            with Subscriptions(service.base_url, service.api_key) as subscriptions:
+                subscriptions.register(receiver.url, list(EVENTS), receiver.settings.secrets_file)
+            env = {"COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key, "COMMOPS_DATA_DIR": str(data_dir)}
+            with running_daemon(root / "dagster_home", env, root / "daemon.log"):
+                latencies = measure(service, data_dir / "analytics.duckdb", args)
+        finally:
+            receiver.stop()
+            service.server.stop()
+
+    if latencies:
+        print(
+            f"{len(latencies)} of {args.changes} changes visible: p50 {statistics.median(latencies):.1f} s, "
+            f"p95 {percentile(latencies, 0.95):.1f} s, max {max(latencies):.1f} s"
+        )
+
+
+def measure(service, analytics: Path, args) -> list[float]:
+    from service.store import db, kols
+
+    conn = service.connect()
+    ids = [row[0] for row in conn.execute("SELECT id FROM kols WHERE is_archived = 0 ORDER BY id LIMIT ?", (args.changes,))]
+    expected: dict[str, tuple[str, float]] = {}  # kol id -> (new tier, time of the commit)
+    seen: dict[str, float] = {}
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            with lock:
+                waiting = {k: v for k, v in expected.items() if k not in seen}
+            if waiting and analytics.exists():
+                try:
+                    reader = duckdb.connect(str(analytics), read_only=True)
+                    try:
+                        marks = ",".join("?" * len(waiting))
+                        rows = dict(reader.execute(f"SELECT id, tier FROM kols WHERE id IN ({marks})", list(waiting)).fetchall())
+                    finally:
+                        reader.close()
+                except duckdb.Error:
+                    rows = {}
+                now = time.monotonic()
+                with lock:
+                    for kol_id, (tier, _) in waiting.items():
+                        if rows.get(kol_id) == tier:
+                            seen[kol_id] = now
+            time.sleep(0.2)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    rng = random.Random(0)
+    for kol_id in ids:
+        current = conn.execute("SELECT tier FROM kols WHERE id = ?", (kol_id,)).fetchone()[0]
+        tier = rng.choice([t for t in KOL_TIERS if t != current])
+        with db.transaction(conn):
+            kols.change_tier(conn, service.org_id, kol_id, tier)
+        with lock:
+            expected[kol_id] = (tier, time.monotonic())
+        time.sleep(args.interval * rng.uniform(0.7, 1.3))
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        with lock:
+            if len(seen) == len(expected):
+                break
+        time.sleep(0.2)
+    done.set()
+    poller.join()
+    conn.close()
+    latencies = []
+    for kol_id, (_, changed_at) in expected.items():
+        if kol_id in seen:
+            latencies.append(seen[kol_id] - changed_at)
+            print(f"  {kol_id}: {seen[kol_id] - changed_at:.1f} s")
+        else:
+            print(f"  {kol_id}: not visible within {args.timeout:.0f} s")
+    return latencies
+
+
+if __name__ == "__main__":
+    main()
