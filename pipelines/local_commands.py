@@ -14,7 +14,7 @@ from rich.console import Console
 from pipelines.command_checks import require_free_port, writable_data_dir
 from pipelines.dagster_home import prepare_home
 from pipelines.sync_command import run_and_report
-from resources.settings import API_KEY_ENV, BASE_URL_ENV, load_settings
+from resources.settings import API_KEY_ENV, BASE_URL_ENV, DATA_DIR_ENV, load_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,8 +41,9 @@ def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
         if serve:
             console.print(
                 f"The local service stays up at {server.base_url} (Ctrl-C stops it). From another shell:\n"
-                f"  export {BASE_URL_ENV}={server.base_url} {API_KEY_ENV}=$(.venv/bin/commops service demo-key --data-dir {data})\n"
-                f"  .venv/bin/commops sync --data-dir {data}",
+                f"  export {DATA_DIR_ENV}={data} {BASE_URL_ENV}={server.base_url}\n"
+                f"  export {API_KEY_ENV}=$(.venv/bin/commops service demo-key)\n"
+                "  .venv/bin/commops sync",
                 soft_wrap=True,
             )
             threading.Event().wait()

@@ -109,3 +109,39 @@ def test_a_port_in_use_is_refused_in_one_line(tmp_path, command):
         line = _one_line(_commops(command, "--data-dir", str(tmp_path / "data"), *args,
                                   env_overrides={"COMMOPS_BASE_URL": "http://127.0.0.1:9/v1"}), 1)
     assert line == f"commops {command} failed: port {port} on 127.0.0.1 is in use (choose another with --port)"
+
+
+def test_after_the_demo_its_service_serves_again_and_syncs_as_the_readme_says(tmp_path):
+    data_dir = tmp_path / "data"
+    env = {"COMMOPS_DATA_DIR": str(data_dir)}
+    demo = _commops("demo", "--kols", "40", env_overrides=env, timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    key = _commops("service", "demo-key", env_overrides=env)
+    assert key.returncode == 0, key.stderr
+    api_key = key.stdout.strip().splitlines()[-1]
+
+    port = _closed_port()
+    server_env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
+    server = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "service", "run", "--port", str(port)],
+                              env={**server_env, **env}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        import httpx
+        import time
+
+        deadline = time.monotonic() + 60
+        while True:  # the README's `commops service run`, on the demo's database by default
+            assert server.poll() is None, server.stderr.read().decode()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v1/openapi.json", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the demo's service did not come up"
+            time.sleep(0.1)
+        result = _commops("sync", "--no-progress", env_overrides={
+            **env, "COMMOPS_BASE_URL": f"http://127.0.0.1:{port}/v1", "COMMOPS_API_KEY": api_key})
+        assert result.returncode == 0, result.stderr
+        assert "warehouse/kols" in result.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
