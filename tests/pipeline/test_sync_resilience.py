@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from types import SimpleNamespace
 
 
@@ -22,6 +21,7 @@ from tests.pipeline.sync_support import (
     table_rows,
     warehouse_state,
 )
+from tests.waiting import wait_until
 
 FAULTS = dict(
     fault_seed=11,
@@ -43,16 +43,6 @@ def _second_server(service, **overrides):
     settings = ServiceSettings(db=service.db_path, rate_limits_enabled=False, **overrides)
     server = ServiceServer(settings).start()
     return server, SimpleNamespace(base_url=server.base_url, api_key=service.api_key)
-
-
-def _wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_sync_under_fault_injection_gives_exactly_the_clean_tables(make_service, tmp_path):
@@ -135,7 +125,7 @@ def test_a_sync_killed_mid_run_leaves_no_partial_snapshot_and_the_rerun_is_corre
             assert process.poll() is None, f"the sync exited early: {process.stderr.read().decode()}"
             return staging.is_dir() and any(staging.glob("kols-*/data.parquet"))
 
-        _wait_for(walking, 180, "the KOL walk to start")  # a cold start of Dagster on a loaded machine is slow
+        wait_until(walking, 180, 0.02, what="the KOL walk to start")  # a cold start of Dagster on a loaded machine is slow
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)

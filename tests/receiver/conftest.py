@@ -7,7 +7,6 @@ starts is stopped at teardown. Helpers build envelopes and sign them as the serv
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
 from webhook_receiver.server import ReceiverServer
 from webhook_receiver.settings import ReceiverSettings
 from webhook_receiver.signatures import sign
+from tests.waiting import wait_until  # noqa: F401 (re-exported for the tests importing it from here)
 
 SECRET = "s1-" + "a" * 61
 
@@ -46,17 +46,6 @@ def signed_headers(secret: str, body: bytes) -> dict[str, str]:
 def post_signed(client: httpx.Client, url: str, env: dict[str, Any], secret: str = SECRET) -> httpx.Response:
     body = body_of(env)
     return client.post(url, content=body, headers=signed_headers(secret, body))
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
 
 
 @pytest.fixture

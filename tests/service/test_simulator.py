@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 
 import httpx
 import pytest
@@ -16,6 +15,7 @@ from service.server import ServiceServer
 from service.settings import ServiceSettings
 from service.simulator import Simulator
 from service.store import db
+from tests.waiting import wait_until
 
 SMALL = {"kols": 80, "campaigns": 12, "products": 8, "signals": 20, "events": 12}
 
@@ -117,16 +117,6 @@ def test_simulator_respects_the_plan_kol_limit(seeded_db):
     assert not [name for name, _ in _emitted(path) if name == "kol.created"]
 
 
-def _wait_until(condition, timeout: float = 20.0) -> bool:
-    """Poll `condition` until it holds or `timeout` seconds pass; whether it held."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_simulator_runs_inside_the_service_when_enabled_and_stops_with_it(seeded_db):
     path, org_id = seeded_db
     key = admin.create_key(path, org_id, "all")
@@ -140,9 +130,9 @@ def test_simulator_runs_inside_the_service_when_enabled_and_stops_with_it(seeded
             return httpx.get(f"{server.base_url}/signals", headers=headers).json()["meta"]["total"]
 
         before = signal_total()
-        assert _wait_until(lambda: sum(simulator.performed.values()) >= 30), "the simulator did not act within 20 s"
+        wait_until(lambda: sum(simulator.performed.values()) >= 30, 20, 0.05, what="the simulator to act 30 times")
         # `before` may already include the simulator's first ingests: wait for the list to grow past it.
-        assert _wait_until(lambda: signal_total() > before), f"no signal was ingested within 20 s (total {before})"
+        wait_until(lambda: signal_total() > before, 20, 0.05, what=f"a signal ingested beyond the first {before}")
     assert not simulator.running  # stopped (and joined) by the service's shutdown hook
 
 

@@ -25,6 +25,7 @@ from service.store import orgs
 from service.store.db import connect, init_db
 from service.webhooks.config import WebhookConfig
 from service.webhooks.delivery import DeliveryWorker
+from tests.waiting import wait_until  # noqa: F401 (re-exported for the tests importing it from here)
 
 OWNER_EMAIL = "owner@acme-medtech.example"
 
@@ -179,17 +180,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def wait_until(condition: Any, timeout: float = 10.0, interval: float = 0.01) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
 
 
 @pytest.fixture
