@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,8 @@ from pipelines.command_checks import check_writable
 from pipelines.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
-from pipelines.sync import SyncError, _failure_message
+from pipelines.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from pipelines.sync import SyncError
 from resources.inbox import InboxResource
 from resources.settings import API_KEY_ENV, SettingsError, load_settings, require_api_key
 
@@ -29,11 +31,6 @@ class ApplySummary:
     by_kind: Counter = field(default_factory=Counter)
     rows_written: Counter = field(default_factory=Counter)
     pending: int = 0
-
-
-def _value(metadata: dict[str, Any], key: str) -> Any:
-    entry = metadata.get(key)
-    return getattr(entry, "value", entry)
 
 
 def run_apply(
@@ -56,10 +53,10 @@ def run_apply(
     summary = ApplySummary()
     run_config = {
         "ops": {APPLY_STEP: {"config": {"limit": limit}}},
-        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
+        **QUIET_CONSOLE,
     }
     logging.getLogger("commops").setLevel(logging.INFO)
-    with dagster_instance(settings) if instance is None else _borrowed(instance) as dagster:
+    with dagster_instance(settings) if instance is None else nullcontext(instance) as dagster:
         while True:
             box = inbox.open()
             pending = box.counts()["pending"]
@@ -69,34 +66,23 @@ def run_apply(
             result = job.execute_in_process(run_config=run_config, instance=dagster, raise_on_error=False)
             summary.runs += 1
             if not result.success:
-                raise SyncError(_failure_message(result))
+                raise SyncError(failure_message(result))
             applied = 0
             for event in result.get_asset_materialization_events():
                 materialization = event.materialization
                 metadata = dict(materialization.metadata)
                 if materialization.asset_key.path == ["warehouse", "webhook_events"]:
-                    summary.events += _value(metadata, "events") or 0
-                    summary.by_kind.update(_value(metadata, "events_by_kind") or {})
-                    summary.rows_written.update(_value(metadata, "rows_written") or {})
+                    summary.events += metadata_value(metadata, "events") or 0
+                    summary.by_kind.update(metadata_value(metadata, "events_by_kind") or {})
+                    summary.rows_written.update(metadata_value(metadata, "rows_written") or {})
                 if materialization.asset_key.path == ["webhooks", "applied"]:
-                    applied = _value(metadata, "events_marked_applied") or 0
+                    applied = metadata_value(metadata, "events_marked_applied") or 0
             if not applied:  # nothing could be applied: stop rather than loop
                 break
     box = inbox.open()
     summary.pending = box.counts()["pending"]
     box.close()
     return summary
-
-
-class _borrowed:
-    def __init__(self, instance: dg.DagsterInstance):
-        self.instance = instance
-
-    def __enter__(self) -> dg.DagsterInstance:
-        return self.instance
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 @click.group("events")

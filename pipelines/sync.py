@@ -23,6 +23,7 @@ from assets.progress import ProgressReporter
 from pipelines.command_checks import check_writable
 from pipelines.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
+from pipelines.in_process import QUIET_CONSOLE, failure_message, metadata_value
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.settings import API_KEY_ENV, TIMEZONE_ENV, Settings, load_settings, require_api_key
 
@@ -151,34 +152,16 @@ def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Sett
                 raise_on_error=False,
                 run_config={
                     "ops": {KOL_DETAILS_OP: {"config": {"limit": settings.enrich_details_limit}}},
-                    "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
+                    **QUIET_CONSOLE,
                 },
             )
     finally:
         notices.removeHandler(handler)
     if not result.success:
-        raise SyncError(_failure_message(result))
+        raise SyncError(failure_message(result))
     summary = _summarise(result, dates.run_snapshot_date(instance, result.run_id), settings.data_dir)
     summary.duration_seconds = round((datetime.now() - started).total_seconds(), 2)
     return summary
-
-
-def _failure_message(result: dg.ExecuteInProcessResult) -> str:
-    for event in result.get_step_failure_events():
-        error = event.step_failure_data.error
-        while error is not None and error.cause is not None:
-            error = error.cause
-        if error is not None:
-            message = error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name
-            qualified, _, rest = message.partition(": ")
-            return rest if rest and qualified.split(".")[-1] == error.cls_name else message
-    failure = result.get_run_failure_event()
-    return failure.message if failure is not None else "the sync failed (see the Dagster logs)"
-
-
-def _value(metadata: dict[str, Any], key: str) -> Any:
-    entry = metadata.get(key)
-    return getattr(entry, "value", entry)
 
 
 def _summarise(result: dg.ExecuteInProcessResult, snapshot_date: str, data: Path) -> SyncSummary:
@@ -187,19 +170,19 @@ def _summarise(result: dg.ExecuteInProcessResult, snapshot_date: str, data: Path
         materialization = event.materialization
         metadata = dict(materialization.metadata)
         note = ""
-        if _value(metadata, "pending_remaining"):
-            note = f"{_value(metadata, 'details_fetched')} fetched, {_value(metadata, 'pending_remaining')} pending for next runs"
-        elif _value(metadata, "details_fetched") is not None:
-            note = f"{_value(metadata, 'details_fetched')} fetched"
+        if metadata_value(metadata, "pending_remaining"):
+            note = f"{metadata_value(metadata, 'details_fetched')} fetched, {metadata_value(metadata, 'pending_remaining')} pending for next runs"
+        elif metadata_value(metadata, "details_fetched") is not None:
+            note = f"{metadata_value(metadata, 'details_fetched')} fetched"
         summary.assets.append(
             AssetSummary(
                 asset=materialization.asset_key.to_user_string(),
-                rows=_value(metadata, "dagster/row_count"),
-                requests=_value(metadata, "requests"),
-                rate_limited=_value(metadata, "rate_limited_429s"),
-                retries=_value(metadata, "retries"),
-                throttled_seconds=_value(metadata, "throttled_seconds"),
-                duration_seconds=_value(metadata, "duration_seconds"),
+                rows=metadata_value(metadata, "dagster/row_count"),
+                requests=metadata_value(metadata, "requests"),
+                rate_limited=metadata_value(metadata, "rate_limited_429s"),
+                retries=metadata_value(metadata, "retries"),
+                throttled_seconds=metadata_value(metadata, "throttled_seconds"),
+                duration_seconds=metadata_value(metadata, "duration_seconds"),
                 note=note,
             )
         )

@@ -1,0 +1,32 @@
+"""What the commands that run a job in-process share: a silenced console log, the one-line failure
+of a failed run, and plain values of materialization metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+# Dagster's console log is silenced (a failed step would print a traceback wall); the commands'
+# displays, summaries and one-line errors say what happened.
+QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+def failure_message(result: dg.ExecuteInProcessResult) -> str:
+    """The root cause of a failed run, one line (the exception's own message, without its class path)."""
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None:
+            error = error.cause
+        if error is not None:
+            message = error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name
+            qualified, _, rest = message.partition(": ")
+            return rest if rest and qualified.split(".")[-1] == error.cls_name else message
+    failure = result.get_run_failure_event()
+    return failure.message if failure is not None else "the run failed (see the Dagster logs)"
+
+
+def metadata_value(metadata: dict[str, Any], key: str) -> Any:
+    """The plain value of a metadata entry (None when absent)."""
+    entry = metadata.get(key)
+    return getattr(entry, "value", entry)
