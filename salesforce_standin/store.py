@@ -251,7 +251,8 @@ class ContactStore:
         for name, key in reversed(order):  # stable sorts, last key first
             present = [r for r in records if self.value(r, name) is not None]
             missing = [r for r in records if self.value(r, name) is None]
-            present.sort(key=lambda r: _sort_key(self.value(r, name)), reverse=key.descending)
+            exact = self._exact(name)
+            present.sort(key=lambda r: _sort_key(self.value(r, name), exact), reverse=key.descending)
             records = missing + present if key.nulls_first else present + missing
         records = records[query.offset:]
         if query.limit is not None:
@@ -276,23 +277,29 @@ class ContactStore:
             return lambda r: (v := self.value(r, name)) is not None and matches(str(v))
         values = node.value if node.operator in ("IN", "NOT IN") else (node.value,)
         literals = [_coerce(spec, name, value) for value in values]
+        exact = self._exact(name)
         if node.operator in ("IN", "NOT IN"):
-            wanted = {_sort_key(v) for v in literals if v is not None}
-            inside = lambda r: (v := self.value(r, name)) is not None and _sort_key(v) in wanted  # noqa: E731
+            wanted = {_sort_key(v, exact) for v in literals if v is not None}
+            inside = lambda r: (v := self.value(r, name)) is not None and _sort_key(v, exact) in wanted  # noqa: E731
             return inside if node.operator == "IN" else (lambda r: not inside(r))
         literal = literals[0]
         if literal is None:
             if node.operator not in ("=", "!="):
                 raise SoqlError(f"null can only be compared with = or != (field {name})")
             return (lambda r: self.value(r, name) is None) if node.operator == "=" else (lambda r: self.value(r, name) is not None)
-        key = _sort_key(literal)
+        key = _sort_key(literal, exact)
         compare = {
             "=": lambda a: a == key, "!=": lambda a: a != key, "<": lambda a: a < key,
             "<=": lambda a: a <= key, ">": lambda a: a > key, ">=": lambda a: a >= key,
         }[node.operator]
         if node.operator == "!=":
-            return lambda r: (v := self.value(r, name)) is None or compare(_sort_key(v))
-        return lambda r: (v := self.value(r, name)) is not None and compare(_sort_key(v))
+            return lambda r: (v := self.value(r, name)) is None or compare(_sort_key(v, exact))
+        return lambda r: (v := self.value(r, name)) is not None and compare(_sort_key(v, exact))
+
+    def _exact(self, name: str) -> bool:
+        """Ids compare and sort case-sensitively (they are case-sensitive); text does not."""
+        spec = self.fields.get(name) or ACCOUNT_FIELDS[name.partition(".")[2]]
+        return spec.type in ("id", "reference")
 
     def iter_contacts(self) -> Iterator[dict]:
         with self.lock:
@@ -322,6 +329,6 @@ def _coerce(spec: FieldSpec, name: str, value: object) -> object:
     return value
 
 
-def _sort_key(value: object) -> object:
-    """Text compares case-insensitively in SOQL; other types as they are."""
-    return value.lower() if isinstance(value, str) else value
+def _sort_key(value: object, exact: bool = False) -> object:
+    """Text compares case-insensitively in SOQL; ids and other types as they are."""
+    return value.lower() if isinstance(value, str) and not exact else value
