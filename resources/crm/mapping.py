@@ -139,11 +139,16 @@ class ContactMapping:
                          if self.custom_fields else None)
         return row
 
-    def to_salesforce(self, row: Mapping) -> dict:
+    def to_salesforce(self, row: Mapping, with_external_id: bool = False) -> dict:
         """The Salesforce fields a write-back sends for a canonical row: writable columns that have a value
-        (None means "leave as it is"), plus mapped custom fields given in row["custom"] (dict or JSON text)."""
+        (None means "leave as it is"), plus mapped custom fields given in row["custom"] (dict or JSON text).
+        `with_external_id`: also write external_id (an update linking a contact to its KOL id)."""
         data = {STANDARD_FIELDS[column]: value for column, value in row.items()
                 if column in STANDARD_FIELDS and column not in NOT_WRITTEN and value is not None}
+        if with_external_id and row.get("external_id") is not None:
+            if not self.external_id_field:
+                raise CrmError("Contact has no external-id field: set SALESFORCE_EXTERNAL_ID_FIELD to write external_id")
+            data[self.external_id_field] = row["external_id"]
         custom = row.get("custom")
         if isinstance(custom, str):
             custom = json.loads(custom)

@@ -307,13 +307,14 @@ class SalesforceResource(dg.ConfigurableResource):
         return [WriteResult(r.key, r.crm_id or ids.get(r.key.lower()), r.created, r.success, r.error) for r in results]
 
     def update_contacts(self, rows: Iterable[dict]) -> list[WriteResult]:
-        """Update contacts by Id (canonical rows carrying `crm_id`); REST up to `bulk_threshold`, Bulk 2.0 above."""
+        """Update contacts by Id (canonical rows carrying `crm_id`; `external_id` too is written, linking a contact
+        to its KOL id); REST up to `bulk_threshold`, Bulk 2.0 above."""
         mapping = self.mapping
         items = []
         for row in rows:
             if not row.get("crm_id"):
                 raise CrmError("a row to update has no crm_id: update needs the Salesforce Contact Id of every row")
-            items.append((str(row["crm_id"]), mapping.to_salesforce(row)))
+            items.append((str(row["crm_id"]), mapping.to_salesforce(row, with_external_id=True)))
         if len(items) > self.bulk_threshold:
             return self._bulk_write("update", [{**data, "Id": key} for key, data in items], [key for key, _ in items], "Id")
         results = []
