@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dagster as dg
 import pytest
 import requests
 from simple_salesforce import SalesforceLogin
 from simple_salesforce.exceptions import SalesforceAuthenticationFailed
 
 from resources.crm import CrmError
+from resources.crm.salesforce import SalesforceResource
 from tests.crm.conftest import PASSWORD, TOKEN, USERNAME, resource_for
 
 
@@ -61,3 +63,37 @@ def test_a_client_without_the_ca_bundle_is_refused(standin):
     assert "\n" not in str(caught.value)
     with pytest.raises(requests.exceptions.ConnectionError):
         requests.get(standin.url.replace("https://", "http://") + "/services/data/", timeout=5)
+
+
+def test_in_a_dagster_run_secrets_come_from_env_vars(standin, monkeypatch):
+    monkeypatch.setenv("SALESFORCE_PASSWORD", PASSWORD)
+    monkeypatch.setenv("SALESFORCE_SECURITY_TOKEN", TOKEN)
+
+    @dg.asset
+    def crm_contacts(crm: SalesforceResource) -> int:
+        return sum(batch.num_rows for batch in crm.iter_contacts())
+
+    resource = SalesforceResource(username=USERNAME, password=dg.EnvVar("SALESFORCE_PASSWORD"),
+                                  security_token=dg.EnvVar("SALESFORCE_SECURITY_TOKEN"), login_url=standin.login_url,
+                                  ca_bundle=str(standin.ca_bundle_path))
+    result = dg.materialize([crm_contacts], resources={"crm": resource}, instance=dg.DagsterInstance.ephemeral())
+    assert result.success and result.output_for_node("crm_contacts") == 4_500
+
+
+def test_http_session_ignores_the_environment_and_always_has_a_timeout(standin, monkeypatch):
+    from resources.crm.salesforce import http_session
+
+    session = http_session(str(standin.ca_bundle_path), timeout=7.5, max_retries=2)
+    assert session.trust_env is False and session.verify == str(standin.ca_bundle_path)
+    adapter = session.get_adapter(standin.url)
+    assert adapter.max_retries.status_forcelist == (502, 503, 504) and adapter.max_retries.respect_retry_after_header
+    sent = {}
+    original = requests.adapters.HTTPAdapter.send
+
+    def spy(self, request, **kwargs):
+        sent["timeout"] = kwargs.get("timeout")
+        return original(self, request, **kwargs)
+
+    monkeypatch.setattr(requests.adapters.HTTPAdapter, "send", spy)
+    session.get(f"{standin.url}/services/data/")
+    assert sent["timeout"] == 7.5
