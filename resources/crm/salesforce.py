@@ -69,11 +69,12 @@ def http_session(ca_bundle: str | None, timeout: float, max_retries: int) -> req
 
     trust_env is off: REQUESTS_CA_BUNDLE (set on this machine) would otherwise override `verify`, and
     proxies from the environment would apply unasked. Retries cover connect/read errors and 502/503/504
-    with backoff and Retry-After, for idempotent methods only (a retried POST could create twice)."""
+    with backoff and Retry-After, for idempotent methods only (a retried POST could create twice); not TLS
+    failures (other=0), which no retry heals."""
     session = requests.Session()
     session.trust_env = False
     session.verify = ca_bundle or True
-    retry = Retry(total=max_retries, connect=max_retries, read=max_retries, status=max_retries,
+    retry = Retry(total=max_retries, connect=max_retries, read=max_retries, status=max_retries, other=0,
                   status_forcelist=(502, 503, 504), backoff_factor=0.5, respect_retry_after_header=True,
                   raise_on_status=False)
     adapter = _TimeoutAdapter(timeout, max_retries=retry)
