@@ -72,7 +72,7 @@ class SalesforceStandIn:
         self.port = sock.getsockname()[1]
         self._base_url[0] = self.url
         app = create_app(self.org, self._base_url)
-        config = uvicorn.Config(app, log_level=self.log_level, access_log=False, timeout_graceful_shutdown=1,
+        config = uvicorn.Config(app, log_level=self.log_level, access_log=False, timeout_graceful_shutdown=0.5,
                                 ssl_certfile=str(server_pem), ssl_keyfile=str(server_pem))
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
