@@ -17,21 +17,22 @@ EXPORT_COLUMNS = ["Id", "FirstName", "LastName", "Email", "Title", "Phone", "Dep
                   "MailingCity", "MailingState", "MailingCountry", "KOL_Id__c", "Specialty__c", "LastModifiedDate"]
 
 
-def write_export(path, contacts: list[dict], columns: list[str], header: list[str] | None = None) -> None:
-    """What Salesforce's "Export > CSV" writes: UTF-8 with a BOM, every value quoted."""
+def write_export(path, contacts: list[dict], columns: list[str], header: list[str] | None = None, bom: bool = True) -> None:
+    """What Salesforce's "Export > CSV" writes: UTF-8 with a BOM (or without: re-saved files), every value quoted."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, quoting=csv.QUOTE_ALL, lineterminator="\r\n")
     writer.writerow(header or columns)
     for contact in contacts:
         writer.writerow(["" if contact.get(column) is None else contact[column] for column in columns])
-    path.write_bytes(b"\xef\xbb\xbf" + buffer.getvalue().encode("utf-8"))
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + buffer.getvalue().encode("utf-8"))
 
 
-def test_export_reads_to_the_same_rows_as_salesforce(standin, tmp_path):
+@pytest.mark.parametrize("bom", [True, False], ids=["bom", "no-bom"])
+def test_export_reads_to_the_same_rows_as_salesforce(standin, tmp_path, bom):
     contacts = standin.contacts()[:600]
     contacts[1]["LastName"] = "Ødegård, Jr."  # non-ASCII and a quoted comma
     path = tmp_path / "contacts.csv"
-    write_export(path, contacts, EXPORT_COLUMNS)
+    write_export(path, contacts, EXPORT_COLUMNS, bom=bom)
     from_csv = pa.Table.from_batches(list(CrmCsvResource(path=str(path), custom_fields={"specialty": "Specialty__c"})
                                           .iter_contacts(batch_size=100)))
     assert from_csv.schema.equals(CONTACT_SCHEMA)

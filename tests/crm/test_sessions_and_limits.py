@@ -72,3 +72,17 @@ def test_request_limit_exceeded_is_one_line(tmp_path):
         assert response.headers["Sforce-Limit-Info"] == "api-usage=3/3"
     finally:
         standin.stop()
+
+
+def test_sessions_end_after_their_ttl_and_are_renewed(tmp_path):
+    from tests.waiting import wait_until
+
+    standin = start_standin(tmp_path, contacts=5, session_ttl_seconds=0.3)
+    try:
+        resource = resource_for(standin)
+        first_session = resource.client.session_id
+        wait_until(lambda: not standin.org.session_valid(first_session), timeout=5, what="the session's TTL to pass")
+        assert resource.count_contacts() == 5
+        assert resource.client.session_id != first_session
+    finally:
+        standin.stop()

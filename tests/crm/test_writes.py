@@ -90,3 +90,18 @@ def test_bulk_update_by_id(fresh_standin):
 def test_upsert_needs_an_external_id(fresh_standin):
     with pytest.raises(CrmError, match="no external_id"):
         resource_for(fresh_standin).upsert_contacts([{"last_name": "Nobody"}])
+
+
+def test_bulk2_insert_and_download_as_simple_salesforce_calls_them(fresh_standin, tmp_path):
+    client = raw_client(fresh_standin)
+    [job] = client.bulk2.Contact.insert(records=[{"LastName": "Inserted", "Email": "New@Example.org"},
+                                                 {"FirstName": "No last name"}], wait=0)
+    assert (job["numberRecordsProcessed"], job["numberRecordsFailed"], job["numberRecordsTotal"]) == (2, 1, 2)
+    outcome = client.bulk2.Contact.get_all_ingest_records(job["job_id"])
+    assert outcome["successfulRecords"][0]["sf__Created"] == "true"
+    assert outcome["failedRecords"][0]["sf__Error"].startswith("REQUIRED_FIELD_MISSING")
+    assert outcome["unprocessedRecords"] == []
+    results = client.bulk2.Contact.download("SELECT Id, Email FROM Contact WHERE LastName = 'Inserted'",
+                                            path=str(tmp_path), max_records=1, wait=0)
+    assert [result["number_of_records"] for result in results] == [1]
+    assert open(results[0]["file"]).read().splitlines()[1].endswith('"new@example.org"')
