@@ -29,6 +29,7 @@ from salesforce_standin.store import ContactStore, StoreError, format_datetime, 
 ORG_ID = "00D5g000004StNdEAK"
 USER_ID = "0055g00000StNdUAAV"
 QUERY_BATCH = 2_000
+OPEN_CURSORS = 50  # Salesforce closes a user's oldest query cursors too; abandoned ones must not pile up
 SOAP_NS = "http://schemas.xmlsoap.org/soap/envelope/"
 DELIMITERS = {"COMMA": ",", "TAB": "\t", "PIPE": "|", "SEMICOLON": ";", "CARET": "^", "BACKQUOTE": "`"}
 
@@ -263,6 +264,8 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
             return JSONResponse({"totalSize": len(records), "done": True, "records": []})
         locator = "01g" + secrets.token_hex(8)
         org.cursors[locator] = (fields, records)
+        while len(org.cursors) > OPEN_CURSORS:
+            org.cursors.pop(next(iter(org.cursors)))
         return query_page(version, locator, 0)
 
     @app.get("/services/data/v{version}/query")
