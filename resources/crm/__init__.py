@@ -5,6 +5,11 @@ Salesforce resource (simple-salesforce, REST or Bulk 2.0), csv_export.py the CSV
 settings.py the SALESFORCE_* / COMMOPS_CRM_CSV settings and `build_crm_resource`.
 """
 
+from resources.crm.csv_export import CrmCsvResource
 from resources.crm.errors import CrmError
+from resources.crm.mapping import CONTACT_SCHEMA, ContactMapping
+from resources.crm.salesforce import SalesforceResource, WriteResult
+from resources.crm.settings import CrmSettings, build_crm_resource
 
-__all__ = ["CrmError"]
+__all__ = ["CONTACT_SCHEMA", "ContactMapping", "CrmCsvResource", "CrmError", "CrmSettings", "SalesforceResource",
+           "WriteResult", "build_crm_resource"]
