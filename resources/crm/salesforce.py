@@ -213,16 +213,18 @@ class SalesforceResource(dg.ConfigurableResource):
     @property
     def mapping(self) -> ContactMapping:
         """The field mapping, checked against the org's Contact describe once: a missing external-id field
-        gives NULL external_id (the org lacks it); a missing custom field is a setting error."""
+        gives NULL external_id (the org lacks it); a missing custom field is a setting error. Names take the
+        describe's spelling (API names are case-insensitive, record keys and CSV headers are not)."""
         if self._mapping is None:
             custom = parse_custom_fields(self.custom_fields)
             described = self._call(lambda sf: sf.Contact.describe())
-            names = {field["name"].lower() for field in described["fields"]}
+            names = {field["name"].lower(): field["name"] for field in described["fields"]}
             missing = [name for name in custom.values() if name.lower() not in names]
             if missing:
                 raise CrmError(f"SALESFORCE_CUSTOM_FIELDS names {missing[0]}, which Contact lacks: fix the field name")
-            external = self.external_id_field if self.external_id_field and self.external_id_field.lower() in names else None
-            self._mapping = ContactMapping(external_id_field=external, custom_fields=custom)
+            external = names.get(self.external_id_field.lower()) if self.external_id_field else None
+            self._mapping = ContactMapping(external_id_field=external,
+                                           custom_fields={column: names[name.lower()] for column, name in custom.items()})
         return self._mapping
 
     def count_contacts(self) -> int:

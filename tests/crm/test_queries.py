@@ -110,3 +110,15 @@ def test_describe_marks_the_external_id_and_the_account_relationship(client):
     assert not fields["Email"]["unique"]
     assert fields["AccountId"]["relationshipName"] == "Account"
     assert not fields["LastModifiedDate"]["updateable"]
+
+
+def test_field_names_take_the_orgs_spelling_and_a_missing_custom_field_is_named(standin):
+    from resources.crm import CrmError
+
+    resource = resource_for(standin, external_id_field="kol_id__C", custom_fields={"specialty": "SPECIALTY__c"}, bulk_threshold=1)
+    row = next(resource.iter_contacts(batch_size=10)).to_pylist()[1]
+    assert (row["external_id"], row["custom"]) == ("kol_00001", '{"specialty": "oncology, haematology"}')
+    with pytest.raises(CrmError) as caught:
+        list(resource_for(standin, custom_fields={"tier": "Tier_Level__c"}).iter_contacts())
+    assert str(caught.value) == "SALESFORCE_CUSTOM_FIELDS names Tier_Level__c, which Contact lacks: fix the field name"
+    assert resource_for(standin, external_id_field="Missing_Kol__c").mapping.external_id_field is None
