@@ -73,6 +73,11 @@ class Org:
         self.cursors: dict[str, tuple[list[str], list[dict]]] = {}
         self.jobs: dict[str, Job] = {}
         self._job_numbers = itertools.count(1)
+        self.faults: list[tuple[int, int | None]] = []  # (status, Retry-After seconds) for the next API calls
+
+    def take_fault(self) -> tuple[int, int | None] | None:
+        with self.lock:
+            return self.faults.pop(0) if self.faults else None
 
     def login(self, username: str, password_and_token: str) -> str | None:
         expected = self.config.password + self.config.security_token
@@ -179,6 +184,12 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
         path = request.url.path
         if not path.startswith("/services/data/v"):
             return await call_next(request)
+        fault = org.take_fault()
+        if fault is not None:  # an overloaded pod or gateway: before auth and budget, as a proxy would answer
+            status, retry_after = fault
+            headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+            return Response("<html><body>Service Unavailable</body></html>", status_code=status, media_type="text/html",
+                            headers=headers)
         authorization = request.headers.get("authorization", "")
         if not (authorization.startswith("Bearer ") and org.session_valid(authorization.removeprefix("Bearer "))):
             return error(401, "INVALID_SESSION_ID", "Session expired or invalid")

@@ -128,6 +128,11 @@ class SalesforceStandIn:
             out.append(flat)
         return out
 
+    def fail_next(self, count: int = 1, status: int = 503, retry_after: int | None = None) -> None:
+        """Answer the next `count` API calls with `status` (and Retry-After), as an overloaded pod does."""
+        with self.org.lock:
+            self.org.faults.extend([(status, retry_after)] * count)
+
     def expire_sessions(self) -> None:
         """End every issued session: the next call with one gets 401 INVALID_SESSION_ID."""
         self.org.expire_sessions()
