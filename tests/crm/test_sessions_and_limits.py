@@ -86,3 +86,14 @@ def test_sessions_end_after_their_ttl_and_are_renewed(tmp_path):
         assert resource.client.session_id != first_session
     finally:
         standin.stop()
+
+
+def test_gateway_errors_on_reads_are_retried(fresh_standin):
+    resource = resource_for(fresh_standin, max_retries=3)
+    resource.count_contacts()  # logged in
+    fresh_standin.fail_next(2, status=503, retry_after=0)
+    assert resource.count_contacts() == 50
+    fresh_standin.fail_next(2, status=502)  # the call and its one retry
+    with pytest.raises(CrmError) as caught:
+        resource_for(fresh_standin, max_retries=1).count_contacts()
+    assert str(caught.value).startswith("Salesforce answered HTTP 502:") and "\n" not in str(caught.value)
