@@ -1,0 +1,15 @@
+"""The CRM side of the reconciliation (issue 11): contacts from Salesforce or from a Salesforce report export.
+
+mapping.py holds the canonical contact columns and their Salesforce fields, salesforce.py the
+Salesforce resource (simple-salesforce, REST or Bulk 2.0), csv_export.py the CSV resource,
+settings.py the SALESFORCE_* / COMMOPS_CRM_CSV settings and `build_crm_resource`.
+"""
+
+from resources.crm.csv_export import CrmCsvResource
+from resources.crm.errors import CrmError
+from resources.crm.mapping import CONTACT_SCHEMA, ContactMapping
+from resources.crm.salesforce import SalesforceResource, WriteResult
+from resources.crm.settings import CrmSettings, build_crm_resource
+
+__all__ = ["CONTACT_SCHEMA", "ContactMapping", "CrmCsvResource", "CrmError", "CrmSettings", "SalesforceResource",
+           "WriteResult", "build_crm_resource"]

@@ -1,0 +1,85 @@
+"""Contacts from a Salesforce report export (CSV) as a Dagster resource: the CRM without API access.
+
+Read with pyarrow's streaming CSV reader, every column as text (ids and phone numbers must not
+become numbers), UTF-8 with or without BOM. Headers are API names (Id, FirstName, Account.Name,
+...) or the report's labels ("Contact ID", "First Name", "Account Name", ...).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.csv as pacsv
+from pydantic import Field, field_validator
+
+from resources.crm.errors import CrmError
+from resources.crm.mapping import REQUIRED_EXPORT_FIELDS, ContactMapping, parse_custom_fields, to_batch
+
+# report labels (lower-cased) -> API names
+REPORT_HEADERS = {
+    "contact id": "Id", "first name": "FirstName", "last name": "LastName", "email": "Email", "title": "Title",
+    "phone": "Phone", "business phone": "Phone", "department": "Department", "account name": "Account.Name",
+    "mailing city": "MailingCity", "mailing state/province": "MailingState", "mailing state": "MailingState",
+    "mailing country": "MailingCountry", "last modified date": "LastModifiedDate",
+}
+
+
+class CrmCsvResource(dg.ConfigurableResource):
+    """A Salesforce contact export at `path` (COMMOPS_CRM_CSV), with the same mapping as SalesforceResource."""
+
+    path: str = Field(description="CSV file of a Salesforce contact report export (COMMOPS_CRM_CSV).")
+    external_id_field: str | None = Field(default="KOL_Id__c", description="Column of the KOL id, when exported.")
+    custom_fields: str = Field(default="", description='JSON object {canonical name: "Field__c"} (SALESFORCE_CUSTOM_FIELDS).')
+
+    @field_validator("custom_fields", mode="before")
+    @classmethod
+    def _json_text(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return json.dumps(value, sort_keys=True)
+        return value
+
+    @property
+    def source_name(self) -> str:
+        return f"csv {self.path}"
+
+    def _header(self) -> list[str]:
+        path = Path(self.path)
+        try:
+            with path.open(encoding="utf-8-sig", newline="") as handle:
+                return next(csv.reader(handle), [])
+        except FileNotFoundError:
+            raise CrmError(f"CRM export {path} does not exist: fix COMMOPS_CRM_CSV") from None
+        except UnicodeDecodeError:
+            raise CrmError(f"CRM export {path} is not UTF-8: export the report as CSV in UTF-8") from None
+
+    def iter_contacts(self, batch_size: int = 10_000) -> Iterator[pa.RecordBatch]:
+        """The export's contacts as canonical RecordBatches (one per CSV block, about `batch_size` rows)."""
+        custom = parse_custom_fields(self.custom_fields)
+        header = self._header()
+        api_names = [REPORT_HEADERS.get(name.strip().lower(), name.strip()) for name in header]
+        for required in [*REQUIRED_EXPORT_FIELDS, *custom.values()]:
+            if required not in api_names:
+                raise CrmError(f"CRM export {self.path} lacks the column {required}: export it with the report")
+        external = self.external_id_field if self.external_id_field in api_names else None
+        mapping = ContactMapping(external_id_field=external, custom_fields=custom)
+        # ~200 bytes a contact row: blocks of about batch_size rows, at least 1 MiB
+        read = pacsv.ReadOptions(column_names=api_names, skip_rows=1, block_size=max(1 << 20, batch_size * 200))
+        convert = pacsv.ConvertOptions(column_types={name: pa.string() for name in api_names},
+                                       strings_can_be_null=True, null_values=[""])
+        try:
+            reader = pacsv.open_csv(self.path, read_options=read, convert_options=convert)
+            for batch in reader:
+                yield to_batch(mapping.from_flat(row) for row in batch.to_pylist())
+        except pa.ArrowInvalid as exc:
+            raise CrmError(f"CRM export {self.path} is not a readable CSV ({str(exc).splitlines()[0]}): re-export it") from None
+
+    def upsert_contacts(self, rows: Iterable[dict]) -> list:
+        raise CrmError(f"the CRM is a CSV export ({self.path}): write-back needs Salesforce, unset COMMOPS_CRM_CSV")
+
+    def update_contacts(self, rows: Iterable[dict]) -> list:
+        raise CrmError(f"the CRM is a CSV export ({self.path}): write-back needs Salesforce, unset COMMOPS_CRM_CSV")

@@ -1,0 +1,66 @@
+"""Which CRM the reconciliation reads: SALESFORCE_* and COMMOPS_CRM_CSV, one pydantic-settings model.
+
+The secrets (SALESFORCE_PASSWORD, SALESFORCE_SECURITY_TOKEN, SALESFORCE_SESSION_ID) are not
+fields: they reach SalesforceResource only as dg.EnvVar, so no settings object, run config or
+Dagster storage holds their values. A CSV export (COMMOPS_CRM_CSV) wins over Salesforce.
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from resources.crm.csv_export import CrmCsvResource
+from resources.crm.mapping import DEFAULT_EXTERNAL_ID_FIELD, parse_custom_fields
+from resources.crm.salesforce import SalesforceResource
+
+PASSWORD_ENV = "SALESFORCE_PASSWORD"
+SECURITY_TOKEN_ENV = "SALESFORCE_SECURITY_TOKEN"
+SESSION_ID_ENV = "SALESFORCE_SESSION_ID"
+
+
+class CrmSettings(BaseSettings):
+    """Field names are the environment variables' names (case-insensitive)."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    salesforce_username: str | None = Field(default=None, description="Login user.")
+    salesforce_domain: str = Field(default="login", description="login, test or a My Domain name.")
+    salesforce_login_url: str | None = Field(default=None, description="Login host for a non-standard domain.")
+    salesforce_instance_url: str | None = Field(default=None, description="Instance URL, with SALESFORCE_SESSION_ID.")
+    salesforce_api_version: str = Field(default="59.0", description="REST API version without the v.")
+    salesforce_ca_bundle: str | None = Field(default=None, description="PEM file of CAs to trust instead of the system store.")
+    salesforce_external_id_field: str = Field(default=DEFAULT_EXTERNAL_ID_FIELD, description="External-id field of the KOL id.")
+    salesforce_bulk_threshold: int = Field(default=10_000, ge=0, description="Record count above which Bulk 2.0 is used.")
+    salesforce_custom_fields: str = Field(default="", description='JSON {canonical name: "Field__c"}.')
+    commops_crm_csv: str | None = Field(default=None, description="Salesforce report export to read instead of Salesforce.")
+
+
+def build_crm_resource(settings: CrmSettings | None = None) -> SalesforceResource | CrmCsvResource | None:
+    """The configured CRM: the CSV export when COMMOPS_CRM_CSV is set, else Salesforce when a user or an
+    instance URL is set, else None (no CRM configured: the reconciliation is skipped)."""
+    settings = settings or CrmSettings()
+    parse_custom_fields(settings.salesforce_custom_fields)  # a bad value fails here, naming the variable
+    if settings.commops_crm_csv:
+        return CrmCsvResource(path=settings.commops_crm_csv, external_id_field=settings.salesforce_external_id_field,
+                              custom_fields=settings.salesforce_custom_fields)
+    if not (settings.salesforce_username or settings.salesforce_instance_url):
+        return None
+    # only variables that are set become EnvVars: Dagster refuses an EnvVar whose variable is missing
+    secrets = {name: dg.EnvVar(env) for name, env in (("password", PASSWORD_ENV), ("security_token", SECURITY_TOKEN_ENV),
+                                                      ("session_id", SESSION_ID_ENV)) if os.environ.get(env)}
+    return SalesforceResource(
+        username=settings.salesforce_username,
+        domain=settings.salesforce_domain,
+        login_url=settings.salesforce_login_url,
+        instance_url=settings.salesforce_instance_url,
+        api_version=settings.salesforce_api_version,
+        ca_bundle=settings.salesforce_ca_bundle,
+        external_id_field=settings.salesforce_external_id_field,
+        bulk_threshold=settings.salesforce_bulk_threshold,
+        custom_fields=settings.salesforce_custom_fields,
+        **secrets,
+    )
