@@ -1,0 +1,261 @@
+"""Reconcile non-archived KOLs against CRM contacts by normalized email, all set work in DuckDB.
+
+Every contact ends on exactly one row, every KOL is counted on exactly one row (kol_primary).
+A contact's status, by precedence (the first that applies):
+
+1. orphan_in_crm: its external id (e.g. KOL_Id__c) names no non-archived KOL;
+2. id_conflict: its external id names KOL B but its email points at another KOL A (or at none);
+3. crm_only: its email matches no KOL (or it has no email);
+4. duplicate_in_crm: its email is shared with other contacts still unclassified, all pointing at one KOL;
+5. matched / conflict: the one contact of the KOL's email; conflict when a mapped field differs
+   after normalization (`differences`).
+
+A KOL is counted (kol_primary) on the row of the contact its email points at with the highest
+precedence (id_conflict, orphan_in_crm, duplicate_in_crm, then the pair; ties by crm_id), so its
+status is that row's status. A KOL no contact points at is no_email (no email; `candidates`
+ranks up to three crm_only contacts by name and institution, blocked on last name + first
+initial), duplicate_in_kols (another KOL with a smaller id has the same normalized email: the
+smallest id is the one matched) or missing_in_crm.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+import duckdb
+
+from assets.crm import normalize
+from assets.crm.contacts import CONTACTS
+from assets.crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables
+from resources.sql import sql_literal
+
+Kind = Literal["text", "name", "phone", "country"]
+Policy = Literal["kol", "crm", "report"]
+FULL_NAME = "first_name+last_name"
+_KEY_MACROS = {"text": "crm_text", "name": "crm_name", "phone": "crm_phone_national", "country": "crm_country"}
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    """One mapped field: KOL SQL expression <-> contact column, how to compare, who wins on write-back.
+
+    kol_column_sql is SQL over the KOL relation's columns (admin configuration, trusted), e.g.
+    "location.city". crm_column is a canonical contact column, "first_name+last_name" (the
+    name), or "custom.<key>" (a key in the `custom` JSON). policy: "kol" (write-back sets the
+    CRM to the KOL value), "crm" (the CRM wins; nothing written) or "report" (only reported).
+    """
+
+    kol_column_sql: str
+    crm_column: str
+    kind: Kind = "text"
+    policy: Policy = "report"
+    name: str | None = None
+
+    @property
+    def field(self) -> str:
+        """The field's label in `differences` and in the write-back plan."""
+        if self.name:
+            return self.name
+        return "full_name" if self.crm_column == FULL_NAME else self.crm_column
+
+    def crm_sql(self) -> str:
+        """SQL of the contact side, over the canonical contact columns."""
+        if self.crm_column == FULL_NAME:
+            return "NULLIF(concat_ws(' ', first_name, last_name), '')"
+        if self.crm_column.startswith("custom."):
+            key = self.crm_column.removeprefix("custom.").replace('"', "")
+            return f"json_extract_string(custom, {sql_literal('$.' + chr(34) + key + chr(34))})"
+        if self.crm_column not in CONTACTS.names:
+            raise ValueError(f"unknown contact column {self.crm_column!r} (canonical columns, {FULL_NAME} or custom.<key>)")
+        return f'"{self.crm_column}"'
+
+
+DEFAULT_RULES: tuple[FieldRule, ...] = (
+    FieldRule("full_name", FULL_NAME, "name", "report"),
+    FieldRule("title", "title", "text", "kol"),
+    FieldRule("phone", "phone", "phone", "kol"),
+    FieldRule("department", "department", "text", "kol"),
+    FieldRule("institution", "institution", "text", "kol"),
+    FieldRule("location.city", "city", "text", "kol"),
+    FieldRule("location.state", "state", "text", "kol"),
+    FieldRule("location.country", "country", "country", "kol"),
+)
+
+
+@dataclass
+class ReconciliationResult:
+    run_id: str
+    reconciled_at: datetime
+    kols: int
+    contacts: int
+    counts: dict[str, int] = field(default_factory=dict)
+    duration_seconds: float = 0.0
+
+
+def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal["kol", "crm"]) -> str:
+    """Raw value v{i} and key n{i} of every rule, on one side."""
+    parts = []
+    for i, rule in enumerate(rules):
+        raw = f"CAST(({rule.kol_column_sql}) AS VARCHAR)" if side == "kol" else f"CAST({rule.crm_sql()} AS VARCHAR)"
+        parts.append(f"{raw} AS v{i}, {_KEY_MACROS[rule.kind]}({raw}) AS n{i}")
+    return ",\n       ".join(parts)
+
+
+def _differences_sql(rules: list[FieldRule] | tuple[FieldRule, ...]) -> str:
+    """JSON list of the differing fields of a contact (alias c) and its email KOL (alias k)."""
+    items = []
+    for i, rule in enumerate(rules):
+        same = f"crm_same_phone(k.n{i}, c.n{i})" if rule.kind == "phone" else f"k.n{i} IS NOT DISTINCT FROM c.n{i}"
+        items.append(
+            f"CASE WHEN NOT ({same}) THEN {{'field': {sql_literal(rule.field)}, 'kol_value': k.v{i}, 'crm_value': c.v{i}}} END"
+        )
+    listed = f"list_filter([{', '.join(items)}], lambda d: d IS NOT NULL)"
+    return f"CASE WHEN k.kol_id IS NULL OR len({listed}) = 0 THEN NULL ELSE to_json({listed}) END"
+
+
+def reconcile(
+    conn: duckdb.DuckDBPyConnection,
+    kols_relation: str,
+    contacts_relation: str,
+    mapping: list[FieldRule] | tuple[FieldRule, ...] = DEFAULT_RULES,
+    run_id: str | None = None,
+    source: str = "salesforce",
+) -> ReconciliationResult:
+    """Replace kol_crm_reconciliation with this run's result and append its reconciliation_runs row.
+
+    kols_relation: a table/view with the warehouse `kols` columns; contacts_relation: one with the
+    canonical contact columns (assets.crm.contacts.CONTACTS).
+    """
+    started = time.perf_counter()
+    run_id = run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+    reconciled_at = datetime.now(UTC)
+    normalize.register(conn)
+    ensure_tables(conn)
+    _stage(conn, kols_relation, contacts_relation, mapping)
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        conn.execute(f"DELETE FROM {RESULT_TABLE}")
+        columns = ", ".join(column_names(RESULT_TABLE))
+        conn.execute(
+            f"INSERT INTO {RESULT_TABLE} ({columns}) SELECT {sql_literal(run_id)}, "
+            f"{sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, {columns.split(', ', 2)[2]} FROM _crm_rows"
+        )
+        counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} GROUP BY status").fetchall())
+        counts = {status: int(counts.get(status, 0)) for status in STATUSES}
+        kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)").fetchone()
+        duration = time.perf_counter() - started
+        values = [run_id, reconciled_at, source, kols, contacts, *counts.values(), duration, None, None]
+        conn.execute(f"INSERT INTO {RUNS_TABLE} VALUES ({', '.join('?' * len(values))})", values)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    finally:
+        for table in ("_crm_k", "_crm_c", "_crm_cl", "_crm_rows"):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    return ReconciliationResult(run_id, reconciled_at, int(kols), int(contacts), counts, duration)
+
+
+def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
+    """Build _crm_rows (every output row, without run columns) from the two relations."""
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_k AS
+SELECT id AS kol_id, email AS kol_email, crm_email(email) AS email_n, full_name AS kol_name,
+       institution AS kol_institution, crm_name(full_name) AS name_key,
+       {_side_columns(rules, "kol")}
+FROM {kols} WHERE is_archived IS NOT TRUE""")
+    conn.execute("""
+CREATE OR REPLACE TEMP TABLE _crm_k AS
+SELECT *, CASE WHEN email_n IS NOT NULL THEN min(kol_id) OVER (PARTITION BY email_n) END AS email_first FROM _crm_k""")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_c AS
+SELECT crm_id, email AS crm_email, crm_email(email) AS email_n, NULLIF(trim(external_id), '') AS external_id,
+       NULLIF(concat_ws(' ', first_name, last_name), '') AS crm_name, institution AS crm_institution,
+       crm_name(first_name) AS first_key, crm_name(last_name) AS last_key,
+       {_side_columns(rules, "crm")}
+FROM {contacts}""")
+    # The email's KOL (the smallest id when KOLs share an email) and each contact's first status.
+    conn.execute("""
+CREATE OR REPLACE TEMP TABLE _crm_cl AS
+WITH email_kol AS (SELECT email_n, kol_id FROM _crm_k WHERE kol_id = email_first),
+linked AS (
+  SELECT c.*, e.kol_id AS email_kol, x.kol_id IS NOT NULL AS ext_known
+  FROM _crm_c c LEFT JOIN email_kol e ON e.email_n = c.email_n LEFT JOIN _crm_k x ON x.kol_id = c.external_id
+),
+classified AS (
+  SELECT *, CASE WHEN external_id IS NOT NULL AND NOT ext_known THEN 'orphan_in_crm'
+                 WHEN external_id IS NOT NULL AND external_id IS DISTINCT FROM email_kol THEN 'id_conflict'
+                 WHEN email_kol IS NULL THEN 'crm_only' END AS pre
+  FROM linked
+)
+SELECT *, CASE WHEN pre IS NOT NULL THEN pre
+               WHEN count(*) FILTER (WHERE pre IS NULL) OVER (PARTITION BY email_kol) > 1 THEN 'duplicate_in_crm'
+               ELSE 'pair' END AS status0
+FROM classified""")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_rows AS
+WITH contact_rows AS (
+  SELECT c.crm_id, c.external_id, c.email_n, c.crm_email, c.crm_name, c.crm_institution, c.email_kol, c.status0,
+         k.kol_email, k.kol_name, k.kol_institution,
+         {_differences_sql(rules)} AS differences,
+         CASE WHEN c.email_kol IS NULL THEN NULL
+              ELSE row_number() OVER (PARTITION BY c.email_kol ORDER BY
+                   CASE c.status0 WHEN 'id_conflict' THEN 1 WHEN 'orphan_in_crm' THEN 2
+                                  WHEN 'duplicate_in_crm' THEN 3 ELSE 4 END, c.crm_id) = 1 END AS kol_primary
+  FROM _crm_cl c LEFT JOIN _crm_k k ON k.kol_id = c.email_kol
+),
+lone_kols AS (
+  SELECT k.*, CASE WHEN k.email_n IS NULL THEN 'no_email'
+                   WHEN k.kol_id <> k.email_first THEN 'duplicate_in_kols'
+                   ELSE 'missing_in_crm' END AS status
+  FROM _crm_k k ANTI JOIN (SELECT email_kol FROM contact_rows WHERE kol_primary) p ON p.email_kol = k.kol_id
+),
+blocked_kols AS (
+  SELECT kol_id, name_key, kol_institution,
+         regexp_extract(name_key, '([^ ]+)$', 1) AS last_token,
+         left(regexp_replace(name_key, '^((dr|prof|mr|mrs|ms|md|phd) )+', ''), 1) AS initial
+  FROM lone_kols WHERE status = 'no_email' AND name_key IS NOT NULL
+),
+blocked_contacts AS (
+  SELECT crm_id, crm_name, crm_email, crm_institution, crm_name(crm_name) AS full_key,
+         regexp_extract(last_key, '([^ ]+)$', 1) AS last_token, left(first_key, 1) AS initial
+  FROM _crm_cl WHERE status0 = 'crm_only' AND last_key IS NOT NULL
+),
+scored AS (
+  SELECT b.kol_id, c.crm_id, c.crm_name, c.crm_email, c.crm_institution,
+         round(0.8 * jaro_winkler_similarity(b.name_key, c.full_key)
+               + 0.2 * coalesce(jaro_winkler_similarity(crm_text(b.kol_institution), crm_text(c.crm_institution)), 0), 3) AS score
+  FROM blocked_kols b JOIN blocked_contacts c ON c.last_token = b.last_token AND c.initial = b.initial
+  QUALIFY row_number() OVER (PARTITION BY b.kol_id ORDER BY score DESC, c.crm_id) <= 3
+),
+candidates AS (
+  SELECT kol_id, to_json(list({{'crm_id': crm_id, 'name': crm_name, 'email': crm_email,
+                                'institution': crm_institution, 'score': score}} ORDER BY score DESC, crm_id)) AS candidates
+  FROM scored GROUP BY kol_id
+)
+SELECT CASE WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
+            ELSE status0 END AS status,
+       email_kol AS kol_id, coalesce(kol_primary, false) AS kol_primary, crm_id, external_id, email_n AS email_normalized,
+       kol_email, crm_email, kol_name, crm_name, coalesce(kol_institution, crm_institution) AS institution,
+       differences, NULL::JSON AS candidates,
+       CASE status0
+         WHEN 'orphan_in_crm' THEN 'external id ' || external_id || ' names no KOL'
+                                   || coalesce('; email matches ' || email_kol, '')
+         WHEN 'id_conflict' THEN 'external id names ' || external_id || ', email '
+                                 || coalesce('matches ' || email_kol, 'matches no KOL')
+         WHEN 'duplicate_in_crm' THEN 'contacts sharing this email: '
+                                 || count(*) OVER (PARTITION BY email_kol, status0)
+         WHEN 'crm_only' THEN CASE WHEN email_n IS NULL THEN 'contact has no email' END
+       END AS note
+FROM contact_rows
+UNION ALL BY NAME
+SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external_id, l.email_n AS email_normalized,
+       l.kol_email, NULL AS crm_email, l.kol_name, NULL AS crm_name, l.kol_institution AS institution,
+       NULL::JSON AS differences, c.candidates,
+       CASE l.status WHEN 'duplicate_in_kols' THEN 'KOL ' || l.email_first
+                                                || ' has the same email and is the one reconciled' END AS note
+FROM lone_kols l LEFT JOIN candidates c USING (kol_id)""")
