@@ -132,8 +132,13 @@ def normalize_country(value: str | None) -> str | None:
 MACROS = (
     # ASCII values never reach Python: strlen (bytes) = length (characters) only for ASCII.
     "crm_email(x) AS NULLIF(CASE WHEN strlen(x) = length(x) THEN lower(trim(x)) ELSE crm_py_email(x) END, '')",
-    "crm_text(x) AS NULLIF(trim(regexp_replace(CASE WHEN strlen(x) = length(x) THEN lower(x) "
-    "ELSE crm_py_text(x) END, '\\s+', ' ', 'g')), '')",
+    # Bulk form: SQL only; fold_emails() then fixes the non-ASCII rows in place (Python off the hot path).
+    "crm_email_ascii(x) AS NULLIF(lower(trim(x)), '')",
+    # Accented Latin letters (Müller) stay in SQL: strip_accents(lower(x)) is Python's NFKD-without-marks
+    # casefold whenever its result is ASCII; what it leaves non-ASCII (ß, ligatures, other scripts) goes to Python.
+    "crm_text_fold(y) AS CASE WHEN strlen(y) = length(y) THEN y ELSE crm_py_text(y) END",
+    "crm_text(x) AS NULLIF(trim(regexp_replace(crm_text_fold(CASE WHEN strlen(x) = length(x) THEN lower(x) "
+    "ELSE strip_accents(lower(x)) END), '\\s+', ' ', 'g')), '')",
     "crm_name(x) AS crm_text(regexp_replace(x, '[.,;]', ' ', 'g'))",
     "crm_phone_national(x) AS NULLIF(regexp_replace(CASE WHEN starts_with(trim(x), '+') OR "
     "starts_with(regexp_replace(x, '[^0-9]', '', 'g'), '00') THEN regexp_replace(regexp_replace("
@@ -159,3 +164,8 @@ def register(conn: duckdb.DuckDBPyConnection) -> None:
     conn.unregister("crm_countries_arrow")
     for macro in MACROS:
         conn.execute(f"CREATE OR REPLACE TEMP MACRO {macro}")
+
+
+def fold_emails(conn: duckdb.DuckDBPyConnection, table: str, raw: str, key: str) -> None:
+    """Finish crm_email_ascii keys: rows whose raw email has non-ASCII characters get crm_email."""
+    conn.execute(f"UPDATE {table} SET {key} = crm_email({raw}) WHERE strlen({raw}) <> length({raw})")

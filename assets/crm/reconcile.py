@@ -97,24 +97,34 @@ class ReconciliationResult:
 
 
 def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal["kol", "crm"]) -> str:
-    """Raw value v{i} and key n{i} of every rule, on one side."""
+    """Raw value v{i} of every rule, on one side (keys are computed only where raw values differ)."""
     parts = []
     for i, rule in enumerate(rules):
         raw = f"CAST(({rule.kol_column_sql}) AS VARCHAR)" if side == "kol" else f"CAST({rule.crm_sql()} AS VARCHAR)"
-        parts.append(f"{raw} AS v{i}, {_KEY_MACROS[rule.kind]}({raw}) AS n{i}")
-    return ",\n       ".join(parts)
+        parts.append(f"{raw} AS v{i}")
+    return ", ".join(parts)
 
 
 def _differences_sql(rules: list[FieldRule] | tuple[FieldRule, ...]) -> str:
-    """JSON list of the differing fields of a contact (alias c) and its email KOL (alias k)."""
-    items = []
+    """JSON list of the differing fields of a contact (alias c) and its email KOL (alias k).
+
+    Most pairs carry identical raw values, so a CASE compares the raw values first and computes
+    the normalized keys only for the rest (DuckDB evaluates a CASE branch only for its rows)."""
+    items, sames = [], []
     for i, rule in enumerate(rules):
-        same = f"crm_same_phone(k.n{i}, c.n{i})" if rule.kind == "phone" else f"k.n{i} IS NOT DISTINCT FROM c.n{i}"
+        key = _KEY_MACROS[rule.kind]
+        keyed = f"crm_same_phone({key}(k.v{i}), {key}(c.v{i}))" if rule.kind == "phone" else (
+            f"{key}(k.v{i}) IS NOT DISTINCT FROM {key}(c.v{i})")
+        same = f"CASE WHEN k.v{i} IS NOT DISTINCT FROM c.v{i} THEN true ELSE {keyed} END"
+        sames.append(same)
         items.append(
             f"CASE WHEN NOT ({same}) THEN {{'field': {sql_literal(rule.field)}, 'kol_value': k.v{i}, 'crm_value': c.v{i}}} END"
         )
     listed = f"list_filter([{', '.join(items)}], lambda d: d IS NOT NULL)"
-    return f"CASE WHEN k.kol_id IS NULL OR len({listed}) = 0 THEN NULL ELSE to_json({listed}) END"
+    # The JSON is built only for the rows with a raw difference (a CASE branch runs only for its rows).
+    raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
+    return (f"CASE WHEN k.kol_id IS NULL OR ({raw_equal}) THEN NULL "
+            f"ELSE nullif(to_json({listed})::VARCHAR, '[]')::JSON END")
 
 
 def reconcile(
@@ -136,17 +146,18 @@ def reconcile(
     normalize.register(conn)
     ensure_tables(conn)
     _stage(conn, kols_relation, contacts_relation, mapping)
+    _contact_rows(conn, mapping)
     conn.execute("BEGIN TRANSACTION")
     try:
         conn.execute(f"DELETE FROM {RESULT_TABLE}")
         columns = ", ".join(column_names(RESULT_TABLE))
         conn.execute(
             f"INSERT INTO {RESULT_TABLE} ({columns}) SELECT {sql_literal(run_id)}, "
-            f"{sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, {columns.split(', ', 2)[2]} FROM _crm_rows"
+            f"{sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, {columns.split(', ', 2)[2]} FROM ({_rows_sql()})"
         )
         counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} GROUP BY status").fetchall())
         counts = {status: int(counts.get(status, 0)) for status in STATUSES}
-        kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)").fetchone()
+        kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_cl)").fetchone()
         duration = time.perf_counter() - started
         values = [run_id, reconciled_at, source, kols, contacts, *counts.values(), duration, None, None]
         conn.execute(f"INSERT INTO {RUNS_TABLE} VALUES ({', '.join('?' * len(values))})", values)
@@ -155,75 +166,91 @@ def reconcile(
         conn.execute("ROLLBACK")
         raise
     finally:
-        for table in ("_crm_k", "_crm_c", "_crm_cl", "_crm_rows"):
+        for table in ("_crm_k", "_crm_c", "_crm_e", "_crm_cl", "_crm_rows", "_crm_diff"):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
     return ReconciliationResult(run_id, reconciled_at, int(kols), int(contacts), counts, duration)
 
 
 def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
-    """Build _crm_rows (every output row, without run columns) from the two relations."""
+    """Stage both sides (_crm_k, _crm_cl); `_ROWS_SQL` then selects every output row from them."""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_k AS
-SELECT id AS kol_id, email AS kol_email, crm_email(email) AS email_n, full_name AS kol_name,
-       institution AS kol_institution, crm_name(full_name) AS name_key,
-       {_side_columns(rules, "kol")}
+SELECT id AS kol_id, email AS kol_email, crm_email_ascii(email) AS email_n, full_name AS kol_name,
+       institution AS kol_institution, {_side_columns(rules, "kol")}
 FROM {kols} WHERE is_archived IS NOT TRUE""")
-    conn.execute("""
-CREATE OR REPLACE TEMP TABLE _crm_k AS
-SELECT *, CASE WHEN email_n IS NOT NULL THEN min(kol_id) OVER (PARTITION BY email_n) END AS email_first FROM _crm_k""")
+    normalize.fold_emails(conn, "_crm_k", "kol_email", "email_n")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_c AS
-SELECT crm_id, email AS crm_email, crm_email(email) AS email_n, NULLIF(trim(external_id), '') AS external_id,
+SELECT crm_id, email AS crm_email, crm_email_ascii(email) AS email_n, NULLIF(trim(external_id), '') AS external_id,
        NULLIF(concat_ws(' ', first_name, last_name), '') AS crm_name, institution AS crm_institution,
-       crm_name(first_name) AS first_key, crm_name(last_name) AS last_key,
-       {_side_columns(rules, "crm")}
+       first_name, last_name, {_side_columns(rules, "crm")}
 FROM {contacts}""")
-    # The email's KOL (the smallest id when KOLs share an email) and each contact's first status.
+    normalize.fold_emails(conn, "_crm_c", "crm_email", "email_n")
+    # The email's KOL (the smallest id when KOLs share an email) and each contact's status before pairing.
+    conn.execute("""
+CREATE OR REPLACE TEMP TABLE _crm_e AS
+SELECT email_n, min(kol_id) AS kol_id, count(*) AS kols FROM _crm_k WHERE email_n IS NOT NULL GROUP BY email_n""")
     conn.execute("""
 CREATE OR REPLACE TEMP TABLE _crm_cl AS
-WITH email_kol AS (SELECT email_n, kol_id FROM _crm_k WHERE kol_id = email_first),
-linked AS (
-  SELECT c.*, e.kol_id AS email_kol, x.kol_id IS NOT NULL AS ext_known
-  FROM _crm_c c LEFT JOIN email_kol e ON e.email_n = c.email_n LEFT JOIN _crm_k x ON x.kol_id = c.external_id
-),
-classified AS (
-  SELECT *, CASE WHEN external_id IS NOT NULL AND NOT ext_known THEN 'orphan_in_crm'
-                 WHEN external_id IS NOT NULL AND external_id IS DISTINCT FROM email_kol THEN 'id_conflict'
-                 WHEN email_kol IS NULL THEN 'crm_only' END AS pre
-  FROM linked
+WITH classified AS (
+  SELECT c.*, e.kol_id AS email_kol,
+         CASE WHEN c.external_id IS NOT NULL AND x.kol_id IS NULL THEN 'orphan_in_crm'
+              WHEN c.external_id IS NOT NULL AND c.external_id IS DISTINCT FROM e.kol_id THEN 'id_conflict'
+              WHEN e.kol_id IS NULL THEN 'crm_only' END AS pre
+  FROM _crm_c c LEFT JOIN _crm_e e ON e.email_n = c.email_n LEFT JOIN _crm_k x ON x.kol_id = c.external_id
 )
 SELECT *, CASE WHEN pre IS NOT NULL THEN pre
                WHEN count(*) FILTER (WHERE pre IS NULL) OVER (PARTITION BY email_kol) > 1 THEN 'duplicate_in_crm'
                ELSE 'pair' END AS status0
 FROM classified""")
+    conn.execute("DROP TABLE _crm_c")
+
+
+def _contact_rows(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
+    """_crm_rows: one row per contact with its email KOL's values and kol_primary; _crm_diff: the
+    differences of the pairs whose raw values differ somewhere (normalized keys are computed only
+    for those, a few percent of the pairs: keys of every row cost more than the rest together)."""
+    raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_rows AS
-WITH contact_rows AS (
   SELECT c.crm_id, c.external_id, c.email_n, c.crm_email, c.crm_name, c.crm_institution, c.email_kol, c.status0,
          k.kol_email, k.kol_name, k.kol_institution,
-         {_differences_sql(rules)} AS differences,
+         k.kol_id IS NOT NULL AND NOT ({raw_equal}) AS raw_diff,
          CASE WHEN c.email_kol IS NULL THEN NULL
               ELSE row_number() OVER (PARTITION BY c.email_kol ORDER BY
                    CASE c.status0 WHEN 'id_conflict' THEN 1 WHEN 'orphan_in_crm' THEN 2
-                                  WHEN 'duplicate_in_crm' THEN 3 ELSE 4 END, c.crm_id) = 1 END AS kol_primary
-  FROM _crm_cl c LEFT JOIN _crm_k k ON k.kol_id = c.email_kol
-),
-lone_kols AS (
-  SELECT k.*, CASE WHEN k.email_n IS NULL THEN 'no_email'
-                   WHEN k.kol_id <> k.email_first THEN 'duplicate_in_kols'
-                   ELSE 'missing_in_crm' END AS status
-  FROM _crm_k k ANTI JOIN (SELECT email_kol FROM contact_rows WHERE kol_primary) p ON p.email_kol = k.kol_id
+                                  WHEN 'duplicate_in_crm' THEN 3 ELSE 4 END, c.crm_id) = 1 END AS kol_primary,
+         CASE WHEN c.status0 = 'duplicate_in_crm' THEN count(*) OVER (PARTITION BY c.email_kol, c.status0) END AS shared
+  FROM _crm_cl c LEFT JOIN _crm_k k ON k.kol_id = c.email_kol""")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_diff AS
+SELECT c.crm_id, {_differences_sql(rules)} AS differences
+FROM _crm_rows r JOIN _crm_cl c USING (crm_id) JOIN _crm_k k ON k.kol_id = c.email_kol
+WHERE r.raw_diff""")
+
+
+def _rows_sql() -> str:
+    """Every output row (status .. note) from the staged tables."""
+    return f"""
+WITH lone_kols AS (
+  SELECT k.*, e.kol_id AS email_first,
+         CASE WHEN k.email_n IS NULL THEN 'no_email'
+              WHEN k.kol_id <> e.kol_id THEN 'duplicate_in_kols'
+              ELSE 'missing_in_crm' END AS status
+  FROM _crm_k k LEFT JOIN _crm_e e ON e.email_n = k.email_n
+  ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary) p ON p.email_kol = k.kol_id
 ),
 blocked_kols AS (
   SELECT kol_id, name_key, kol_institution,
          regexp_extract(name_key, '([^ ]+)$', 1) AS last_token,
          left(regexp_replace(name_key, '^((dr|prof|mr|mrs|ms|md|phd) )+', ''), 1) AS initial
-  FROM lone_kols WHERE status = 'no_email' AND name_key IS NOT NULL
+  FROM (SELECT *, crm_name(kol_name) AS name_key FROM lone_kols WHERE status = 'no_email')
+  WHERE name_key IS NOT NULL
 ),
 blocked_contacts AS (
   SELECT crm_id, crm_name, crm_email, crm_institution, crm_name(crm_name) AS full_key,
-         regexp_extract(last_key, '([^ ]+)$', 1) AS last_token, left(first_key, 1) AS initial
-  FROM _crm_cl WHERE status0 = 'crm_only' AND last_key IS NOT NULL
+         regexp_extract(crm_name(last_name), '([^ ]+)$', 1) AS last_token, left(crm_name(first_name), 1) AS initial
+  FROM _crm_cl WHERE status0 = 'crm_only' AND crm_name(last_name) IS NOT NULL
 ),
 scored AS (
   SELECT b.kol_id, c.crm_id, c.crm_name, c.crm_email, c.crm_institution,
@@ -247,15 +274,14 @@ SELECT CASE WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matc
                                    || coalesce('; email matches ' || email_kol, '')
          WHEN 'id_conflict' THEN 'external id names ' || external_id || ', email '
                                  || coalesce('matches ' || email_kol, 'matches no KOL')
-         WHEN 'duplicate_in_crm' THEN 'contacts sharing this email: '
-                                 || count(*) OVER (PARTITION BY email_kol, status0)
+         WHEN 'duplicate_in_crm' THEN 'contacts sharing this email: ' || shared
          WHEN 'crm_only' THEN CASE WHEN email_n IS NULL THEN 'contact has no email' END
        END AS note
-FROM contact_rows
+FROM _crm_rows LEFT JOIN _crm_diff USING (crm_id)
 UNION ALL BY NAME
 SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external_id, l.email_n AS email_normalized,
        l.kol_email, NULL AS crm_email, l.kol_name, NULL AS crm_name, l.kol_institution AS institution,
        NULL::JSON AS differences, c.candidates,
        CASE l.status WHEN 'duplicate_in_kols' THEN 'KOL ' || l.email_first
                                                 || ' has the same email and is the one reconciled' END AS note
-FROM lone_kols l LEFT JOIN candidates c USING (kol_id)""")
+FROM lone_kols l LEFT JOIN candidates c USING (kol_id)"""
