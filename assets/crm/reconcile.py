@@ -157,7 +157,7 @@ def reconcile(
         )
         counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} GROUP BY status").fetchall())
         counts = {status: int(counts.get(status, 0)) for status in STATUSES}
-        kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_cl)").fetchone()
+        kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)").fetchone()
         duration = time.perf_counter() - started
         values = [run_id, reconciled_at, source, kols, contacts, *counts.values(), duration, None, None]
         conn.execute(f"INSERT INTO {RUNS_TABLE} VALUES ({', '.join('?' * len(values))})", values)
@@ -166,13 +166,13 @@ def reconcile(
         conn.execute("ROLLBACK")
         raise
     finally:
-        for table in ("_crm_k", "_crm_c", "_crm_e", "_crm_cl", "_crm_rows", "_crm_diff"):
+        for table in ("_crm_k", "_crm_c", "_crm_e", "_crm_rows", "_crm_diff"):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
     return ReconciliationResult(run_id, reconciled_at, int(kols), int(contacts), counts, duration)
 
 
 def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
-    """Stage both sides (_crm_k, _crm_cl); `_ROWS_SQL` then selects every output row from them."""
+    """Stage both sides (_crm_k, _crm_c) with their email keys, and the email -> KOL table (_crm_e)."""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_k AS
 SELECT id AS kol_id, email AS kol_email, crm_email_ascii(email) AS email_n, full_name AS kol_name,
@@ -186,46 +186,45 @@ SELECT crm_id, email AS crm_email, crm_email_ascii(email) AS email_n, NULLIF(tri
        first_name, last_name, {_side_columns(rules, "crm")}
 FROM {contacts}""")
     normalize.fold_emails(conn, "_crm_c", "crm_email", "email_n")
-    # The email's KOL (the smallest id when KOLs share an email) and each contact's status before pairing.
+    # The email's KOL (the smallest id when KOLs share an email).
     conn.execute("""
 CREATE OR REPLACE TEMP TABLE _crm_e AS
 SELECT email_n, min(kol_id) AS kol_id, count(*) AS kols FROM _crm_k WHERE email_n IS NOT NULL GROUP BY email_n""")
-    conn.execute("""
-CREATE OR REPLACE TEMP TABLE _crm_cl AS
-WITH classified AS (
-  SELECT c.*, e.kol_id AS email_kol,
-         CASE WHEN c.external_id IS NOT NULL AND x.kol_id IS NULL THEN 'orphan_in_crm'
-              WHEN c.external_id IS NOT NULL AND c.external_id IS DISTINCT FROM e.kol_id THEN 'id_conflict'
-              WHEN e.kol_id IS NULL THEN 'crm_only' END AS pre
-  FROM _crm_c c LEFT JOIN _crm_e e ON e.email_n = c.email_n LEFT JOIN _crm_k x ON x.kol_id = c.external_id
-)
-SELECT *, CASE WHEN pre IS NOT NULL THEN pre
-               WHEN count(*) FILTER (WHERE pre IS NULL) OVER (PARTITION BY email_kol) > 1 THEN 'duplicate_in_crm'
-               ELSE 'pair' END AS status0
-FROM classified""")
-    conn.execute("DROP TABLE _crm_c")
 
 
 def _contact_rows(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
-    """_crm_rows: one row per contact with its email KOL's values and kol_primary; _crm_diff: the
-    differences of the pairs whose raw values differ somewhere (normalized keys are computed only
-    for those, a few percent of the pairs: keys of every row cost more than the rest together)."""
+    """_crm_rows: one row per contact with its status, its email KOL's values and kol_primary, in
+    one join and one window partition; _crm_diff: the differences of the pairs whose raw values
+    differ somewhere (normalized keys are computed only for those, a few percent of the pairs)."""
     raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_rows AS
-  SELECT c.crm_id, c.external_id, c.email_n, c.crm_email, c.crm_name, c.crm_institution, c.email_kol, c.status0,
-         k.kol_email, k.kol_name, k.kol_institution,
+WITH classified AS (
+  SELECT c.crm_id, c.external_id, c.email_n, c.crm_email, c.crm_name, c.crm_institution, c.first_name, c.last_name,
+         e.kol_id AS email_kol, k.kol_email, k.kol_name, k.kol_institution,
          k.kol_id IS NOT NULL AND NOT ({raw_equal}) AS raw_diff,
-         CASE WHEN c.email_kol IS NULL THEN NULL
-              ELSE row_number() OVER (PARTITION BY c.email_kol ORDER BY
-                   CASE c.status0 WHEN 'id_conflict' THEN 1 WHEN 'orphan_in_crm' THEN 2
-                                  WHEN 'duplicate_in_crm' THEN 3 ELSE 4 END, c.crm_id) = 1 END AS kol_primary,
-         CASE WHEN c.status0 = 'duplicate_in_crm' THEN count(*) OVER (PARTITION BY c.email_kol, c.status0) END AS shared
-  FROM _crm_cl c LEFT JOIN _crm_k k ON k.kol_id = c.email_kol""")
+         CASE WHEN c.external_id IS NOT NULL AND x.kol_id IS NULL THEN 'orphan_in_crm'
+              WHEN c.external_id IS NOT NULL AND c.external_id IS DISTINCT FROM e.kol_id THEN 'id_conflict'
+              WHEN e.kol_id IS NULL THEN 'crm_only' END AS pre
+  FROM _crm_c c LEFT JOIN _crm_e e ON e.email_n = c.email_n
+  LEFT JOIN _crm_k k ON k.kol_id = e.kol_id
+  LEFT JOIN (SELECT kol_id FROM _crm_k) x ON x.kol_id = c.external_id
+)
+SELECT * EXCLUDE (pre),
+       CASE WHEN pre IS NOT NULL THEN pre WHEN shared > 1 THEN 'duplicate_in_crm' ELSE 'pair' END AS status0
+FROM (
+  SELECT *,
+         count(*) FILTER (WHERE pre IS NULL) OVER (PARTITION BY email_kol) AS shared,
+         CASE WHEN email_kol IS NULL THEN NULL
+              ELSE row_number() OVER (PARTITION BY email_kol ORDER BY
+                   CASE pre WHEN 'id_conflict' THEN 1 WHEN 'orphan_in_crm' THEN 2 ELSE 3 END, crm_id) = 1
+         END AS kol_primary
+  FROM classified
+)""")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_diff AS
 SELECT c.crm_id, {_differences_sql(rules)} AS differences
-FROM _crm_rows r JOIN _crm_cl c USING (crm_id) JOIN _crm_k k ON k.kol_id = c.email_kol
+FROM _crm_rows r JOIN _crm_c c USING (crm_id) JOIN _crm_k k ON k.kol_id = r.email_kol
 WHERE r.raw_diff""")
 
 
@@ -250,7 +249,7 @@ blocked_kols AS (
 blocked_contacts AS (
   SELECT crm_id, crm_name, crm_email, crm_institution, crm_name(crm_name) AS full_key,
          regexp_extract(crm_name(last_name), '([^ ]+)$', 1) AS last_token, left(crm_name(first_name), 1) AS initial
-  FROM _crm_cl WHERE status0 = 'crm_only' AND crm_name(last_name) IS NOT NULL
+  FROM _crm_rows WHERE status0 = 'crm_only' AND crm_name(last_name) IS NOT NULL
 ),
 scored AS (
   SELECT b.kol_id, c.crm_id, c.crm_name, c.crm_email, c.crm_institution,
