@@ -90,7 +90,7 @@ def normalize_phone(value: str | None) -> str | None:
     digits = re.sub(r"[^0-9]", "", stripped)
     international = stripped.startswith("+") or digits.startswith("00")
     if international:
-        digits = re.sub(CALLING_CODE_PATTERN, "", digits.removeprefix("00") if not stripped.startswith("+") else digits)
+        digits = re.sub(CALLING_CODE_PATTERN, "", digits.removeprefix("00"))
     digits = digits.removeprefix("0")
     return digits or None
 
