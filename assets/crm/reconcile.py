@@ -194,12 +194,12 @@ SELECT email_n, min(kol_id) AS kol_id, count(*) AS kols FROM _crm_k WHERE email_
 
 def _contact_rows(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
     """_crm_rows: one row per contact with its status, its email KOL's values and kol_primary, in
-    one join and one window partition; _crm_diff: the differences of the pairs whose raw values
+    one join and one aggregate per KOL; _crm_diff: the differences of the pairs whose raw values
     differ somewhere (normalized keys are computed only for those, a few percent of the pairs)."""
     raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_rows AS
-WITH classified AS (
+WITH classified AS MATERIALIZED (
   SELECT c.crm_id, c.external_id, c.email_n, c.crm_email, c.crm_name, c.crm_institution, c.first_name, c.last_name,
          e.kol_id AS email_kol, k.kol_email, k.kol_name, k.kol_institution,
          k.kol_id IS NOT NULL AND NOT ({raw_equal}) AS raw_diff,
@@ -209,18 +209,18 @@ WITH classified AS (
   FROM _crm_c c LEFT JOIN _crm_e e ON e.email_n = c.email_n
   LEFT JOIN _crm_k k ON k.kol_id = e.kol_id
   LEFT JOIN (SELECT kol_id FROM _crm_k) x ON x.kol_id = c.external_id
+),
+-- Per KOL: its remaining (unclassified) contacts and the contact it is counted on. A hash
+-- aggregate joined back, not a window: windows sort every column of 1M wide rows.
+per_kol AS (
+  SELECT email_kol, count(*) FILTER (WHERE pre IS NULL) AS shared,
+         arg_min(crm_id, (CASE pre WHEN 'id_conflict' THEN 1 WHEN 'orphan_in_crm' THEN 2 ELSE 3 END, crm_id)) AS primary_crm
+  FROM classified WHERE email_kol IS NOT NULL GROUP BY email_kol
 )
-SELECT * EXCLUDE (pre),
-       CASE WHEN pre IS NOT NULL THEN pre WHEN shared > 1 THEN 'duplicate_in_crm' ELSE 'pair' END AS status0
-FROM (
-  SELECT *,
-         count(*) FILTER (WHERE pre IS NULL) OVER (PARTITION BY email_kol) AS shared,
-         CASE WHEN email_kol IS NULL THEN NULL
-              ELSE row_number() OVER (PARTITION BY email_kol ORDER BY
-                   CASE pre WHEN 'id_conflict' THEN 1 WHEN 'orphan_in_crm' THEN 2 ELSE 3 END, crm_id) = 1
-         END AS kol_primary
-  FROM classified
-)""")
+SELECT c.* EXCLUDE (pre), p.shared,
+       CASE WHEN c.email_kol IS NOT NULL THEN c.crm_id = p.primary_crm END AS kol_primary,
+       CASE WHEN c.pre IS NOT NULL THEN c.pre WHEN p.shared > 1 THEN 'duplicate_in_crm' ELSE 'pair' END AS status0
+FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_diff AS
 SELECT c.crm_id, {_differences_sql(rules)} AS differences
