@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import duckdb
 import pytest
@@ -138,3 +139,10 @@ def test_sql_generator_plants_the_same_cases():
     for status in ("matched", "conflict", "missing_in_crm", "crm_only", "duplicate_in_crm", "orphan_in_crm", "id_conflict"):
         assert result.counts[status] > 0, status
     assert result.counts["matched"] + result.counts["conflict"] > 1400
+
+
+def test_planted_contacts_are_deterministic_and_salesforce_shaped():
+    first, second = planted(seed=5), planted(seed=5)
+    assert first[1] == second[1] and first[2] == second[2]
+    assert planted(seed=6)[1] != first[1]
+    assert all(re.fullmatch(r"003[A-Za-z0-9]{15}", c["Id"]) and "Account.Name" in c for c in first[1])
