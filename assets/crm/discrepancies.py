@@ -138,7 +138,7 @@ def plant_discrepancies(
 
 
 def generate_kols_sql(conn: duckdb.DuckDBPyConnection, table: str, n: int, seed: int) -> None:
-    """A `kols`-shaped table of n synthetic KOLs (ids kol_<n>), built in DuckDB for benchmarks."""
+    """A `kols`-shaped table of n synthetic KOLs (ids kol_<n>, 0.5% without email), built in DuckDB."""
     conn.execute(f"""
 CREATE OR REPLACE TABLE {table} AS
 SELECT 'kol_' || lpad(i::VARCHAR, 8, '0') AS id,
@@ -146,12 +146,13 @@ SELECT 'kol_' || lpad(i::VARCHAR, 8, '0') AS id,
        ['Chief of Cardiology', 'Consultant Oncologist', 'Professor of Neurology', 'Attending Surgeon'][1 + h % 4] AS title,
        'Institute ' || (h % 5000)::VARCHAR AS institution,
        ['Cardiology', 'Oncology', 'Neurology', 'Surgery'][1 + (h // 4) % 4] AS department,
-       lower(f) || '.' || lower(l) || '.' || i::VARCHAR || '@hospital' || (h % 997)::VARCHAR || '.org' AS email,
+       CASE WHEN h % 200 <> 7 THEN lower(f) || '.' || lower(l) || '.' || i::VARCHAR || '@hospital'
+            || (h % 997)::VARCHAR || '.org' END AS email,  -- 0.5% without email
        '+1 (' || (200 + h % 700)::VARCHAR || ') 555-' || lpad((i % 10000)::VARCHAR, 4, '0') AS phone,
        {{'city': 'City ' || (h % 3000)::VARCHAR, 'state': 'ST' || (h % 50)::VARCHAR,
          'country': ['US', 'DE', 'GB', 'FR', 'ES'][1 + (h // 16) % 5]}} AS location,
        false AS is_archived
-FROM (SELECT i, hash(i, {seed}) AS h FROM range({n}) t(i)) s,
+FROM (SELECT i, (hash(i, {seed}) % 1000000007)::BIGINT AS h FROM range({n}) t(i)) s,
      LATERAL (SELECT ['Anna', 'Ben', 'Chloé', 'David', 'Eva', 'Farid', 'Grace', 'Hiro', 'Ines', 'Jonas'][1 + h % 10] AS f,
                      ['Smith', 'Müller', 'Garcia', 'Rossi', 'Dubois', 'Kowalski', 'Nguyen', 'Okafor', 'Jensen',
                       'Silva', 'Ivanova', 'Cohen'][1 + (h // 10) % 12] || (h % 2000)::VARCHAR AS l)""")
@@ -165,14 +166,15 @@ def plant_discrepancies_sql(conn: duckdb.DuckDBPyConnection, kols: str, table: s
     conn.execute(f"""
 CREATE OR REPLACE TABLE {table} AS
 WITH k AS (
-  SELECT *, CASE WHEN hash(id, {seed}) % 10000 < {buckets} THEN hash(id, {seed} + 1) % 9 END AS case_no,
+  SELECT *, CASE WHEN hash(id, {seed}) % 10000 < {buckets} THEN (hash(id, {seed} + 1) % 9)::INTEGER END AS case_no,
          lead(id) OVER (ORDER BY id) AS next_id
   FROM {kols}
 ),
 base AS (
   SELECT '003' || upper(left(md5(id || {sql_literal(str(seed))}), 15)) AS crm_id,
          regexp_extract(full_name, '^(.*) [^ ]+$', 1) AS first_name, regexp_extract(full_name, '([^ ]+)$', 1) AS last_name,
-         CASE case_no WHEN 4 THEN '  ' || upper(email) || ' ' ELSE email END AS email,
+         CASE WHEN email IS NULL THEN 'crm.' || id || '@crm.example'  -- the CRM knows an email we do not
+              WHEN case_no = 4 THEN '  ' || upper(email) || ' ' ELSE email END AS email,
          CASE case_no WHEN 1 THEN 'Head of ' || title ELSE title END AS title,
          CASE case_no WHEN 2 THEN '+1 555 000 ' || (hash(id) % 9000 + 1000)::VARCHAR
                       WHEN 5 THEN regexp_replace(phone, '[^0-9]', '.', 'g') ELSE phone END AS phone,
@@ -180,7 +182,8 @@ base AS (
          CASE case_no WHEN 6 THEN CASE location.country WHEN 'US' THEN 'United States' WHEN 'DE' THEN 'Deutschland'
               WHEN 'GB' THEN 'United Kingdom' WHEN 'FR' THEN 'France' ELSE 'Spain' END ELSE location.country END AS country,
          TIMESTAMPTZ '2026-01-01 00:00:00+00' AS last_modified,
-         CASE case_no WHEN 7 THEN 'kol_gone_' || id WHEN 8 THEN next_id ELSE id END AS external_id,
+         CASE WHEN email IS NULL THEN NULL WHEN case_no = 7 THEN 'kol_gone_' || id WHEN case_no = 8 THEN next_id
+              ELSE id END AS external_id,
          NULL::VARCHAR AS custom, case_no, id
   FROM k WHERE case_no IS DISTINCT FROM 0
 )

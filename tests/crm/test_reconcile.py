@@ -136,8 +136,12 @@ def test_sql_generator_plants_the_same_cases():
     generate_kols_sql(conn, "kols", 2000, seed=3)
     plant_discrepancies_sql(conn, "kols", "contacts", 0.3, seed=3)
     result = reconcile(conn, "kols", "contacts", run_id="sql")
-    for status in ("matched", "conflict", "missing_in_crm", "crm_only", "duplicate_in_crm", "orphan_in_crm", "id_conflict"):
+    for status in ("matched", "conflict", "missing_in_crm", "crm_only", "duplicate_in_crm", "orphan_in_crm", "id_conflict",
+                   "no_email"):
         assert result.counts[status] > 0, status
+    with_candidates = conn.execute("SELECT count(*) FROM kol_crm_reconciliation WHERE status = 'no_email' "
+                                   "AND candidates IS NOT NULL").fetchone()[0]
+    assert with_candidates == result.counts["no_email"]
     assert result.counts["matched"] + result.counts["conflict"] > 1400
 
 
