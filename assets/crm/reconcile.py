@@ -3,8 +3,9 @@
 Every contact ends on exactly one row, every KOL is counted on exactly one row (kol_primary).
 A contact's status, by precedence (the first that applies):
 
-1. orphan_in_crm: its external id (e.g. KOL_Id__c) names no non-archived KOL;
-2. id_conflict: its external id names KOL B but its email points at another KOL A (or at none);
+1. id_conflict: its external id (e.g. KOL_Id__c) names KOL B but its email points at another
+   KOL A (or at none);
+2. orphan_in_crm: its external id names no non-archived KOL (exclusive with 1: B exists or not);
 3. crm_only: its email matches no KOL (or it has no email);
 4. duplicate_in_crm: its email is shared with other contacts still unclassified, all pointing at one KOL;
 5. matched / conflict: the one contact of the KOL's email; conflict when a mapped field differs
