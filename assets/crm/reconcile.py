@@ -1,0 +1,289 @@
+"""Reconcile non-archived KOLs against CRM contacts by normalized email, all set work in DuckDB.
+
+Every contact ends on exactly one row, every KOL is counted on exactly one row (kol_primary).
+A contact's status, by precedence (the first that applies):
+
+1. id_conflict: its external id (e.g. KOL_Id__c) names KOL B but its email points at another
+   KOL A (or at none);
+2. orphan_in_crm: its external id names no non-archived KOL (exclusive with 1: B exists or not);
+3. crm_only: its email matches no KOL (or it has no email);
+4. duplicate_in_crm: its email is shared with other contacts still unclassified, all pointing at one KOL;
+5. matched / conflict: the one contact of the KOL's email; conflict when a mapped field differs
+   after normalization (`differences`).
+
+A KOL is counted (kol_primary) on the row of the contact its email points at with the highest
+precedence (id_conflict, orphan_in_crm, duplicate_in_crm, then the pair; ties by crm_id), so its
+status is that row's status. A KOL no contact points at is no_email (no email; `candidates`
+ranks up to three crm_only contacts by name and institution, blocked on last name + first
+initial), duplicate_in_kols (another KOL with a smaller id has the same normalized email: the
+smallest id is the one matched) or missing_in_crm.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+import duckdb
+
+from assets.crm import normalize
+from assets.crm.contacts import CONTACTS
+from assets.crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables
+from resources.sql import sql_literal
+
+Kind = Literal["text", "name", "phone", "country"]
+Policy = Literal["kol", "crm", "report"]
+FULL_NAME = "first_name+last_name"
+_KEY_MACROS = {"text": "crm_text", "name": "crm_name", "phone": "crm_phone_national", "country": "crm_country"}
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    """One mapped field: KOL SQL expression <-> contact column, how to compare, who wins on write-back.
+
+    kol_column_sql is SQL over the KOL relation's columns (admin configuration, trusted), e.g.
+    "location.city". crm_column is a canonical contact column, "first_name+last_name" (the
+    name), or "custom.<key>" (a key in the `custom` JSON). policy: "kol" (write-back sets the
+    CRM to the KOL value), "crm" (the CRM wins; nothing written) or "report" (only reported).
+    """
+
+    kol_column_sql: str
+    crm_column: str
+    kind: Kind = "text"
+    policy: Policy = "report"
+    name: str | None = None
+
+    @property
+    def field(self) -> str:
+        """The field's label in `differences` and in the write-back plan."""
+        if self.name:
+            return self.name
+        return "full_name" if self.crm_column == FULL_NAME else self.crm_column
+
+    def crm_sql(self) -> str:
+        """SQL of the contact side, over the canonical contact columns."""
+        if self.crm_column == FULL_NAME:
+            return "NULLIF(concat_ws(' ', first_name, last_name), '')"
+        if self.crm_column.startswith("custom."):
+            key = self.crm_column.removeprefix("custom.").replace('"', "")
+            return f"json_extract_string(custom, {sql_literal('$.' + chr(34) + key + chr(34))})"
+        if self.crm_column not in CONTACTS.names:
+            raise ValueError(f"unknown contact column {self.crm_column!r} (canonical columns, {FULL_NAME} or custom.<key>)")
+        return f'"{self.crm_column}"'
+
+
+DEFAULT_RULES: tuple[FieldRule, ...] = (
+    FieldRule("full_name", FULL_NAME, "name", "report"),
+    FieldRule("title", "title", "text", "kol"),
+    FieldRule("phone", "phone", "phone", "kol"),
+    FieldRule("department", "department", "text", "kol"),
+    FieldRule("institution", "institution", "text", "kol"),
+    FieldRule("location.city", "city", "text", "kol"),
+    FieldRule("location.state", "state", "text", "kol"),
+    FieldRule("location.country", "country", "country", "kol"),
+)
+
+
+@dataclass
+class ReconciliationResult:
+    run_id: str
+    reconciled_at: datetime
+    kols: int
+    contacts: int
+    counts: dict[str, int] = field(default_factory=dict)
+    duration_seconds: float = 0.0
+
+
+def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal["kol", "crm"]) -> str:
+    """Raw value v{i} of every rule, on one side (keys are computed only where raw values differ)."""
+    parts = []
+    for i, rule in enumerate(rules):
+        raw = f"CAST(({rule.kol_column_sql}) AS VARCHAR)" if side == "kol" else f"CAST({rule.crm_sql()} AS VARCHAR)"
+        parts.append(f"{raw} AS v{i}")
+    return ", ".join(parts)
+
+
+def _differences_sql(rules: list[FieldRule] | tuple[FieldRule, ...]) -> str:
+    """JSON list of the differing fields of a contact (alias c) and its email KOL (alias k).
+
+    Most pairs carry identical raw values, so a CASE compares the raw values first and computes
+    the normalized keys only for the rest (DuckDB evaluates a CASE branch only for its rows)."""
+    items, sames = [], []
+    for i, rule in enumerate(rules):
+        key = _KEY_MACROS[rule.kind]
+        keyed = f"crm_same_phone({key}(k.v{i}), {key}(c.v{i}))" if rule.kind == "phone" else (
+            f"{key}(k.v{i}) IS NOT DISTINCT FROM {key}(c.v{i})")
+        same = f"CASE WHEN k.v{i} IS NOT DISTINCT FROM c.v{i} THEN true ELSE {keyed} END"
+        sames.append(same)
+        items.append(
+            f"CASE WHEN NOT ({same}) THEN {{'field': {sql_literal(rule.field)}, 'kol_value': k.v{i}, 'crm_value': c.v{i}}} END"
+        )
+    listed = f"list_filter([{', '.join(items)}], lambda d: d IS NOT NULL)"
+    # The JSON is built only for the rows with a raw difference (a CASE branch runs only for its rows).
+    raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
+    return (f"CASE WHEN k.kol_id IS NULL OR ({raw_equal}) THEN NULL "
+            f"ELSE nullif(to_json({listed})::VARCHAR, '[]')::JSON END")
+
+
+def reconcile(
+    conn: duckdb.DuckDBPyConnection,
+    kols_relation: str,
+    contacts_relation: str,
+    mapping: list[FieldRule] | tuple[FieldRule, ...] = DEFAULT_RULES,
+    run_id: str | None = None,
+    source: str = "salesforce",
+) -> ReconciliationResult:
+    """Replace kol_crm_reconciliation with this run's result and append its reconciliation_runs row.
+
+    kols_relation: a table/view with the warehouse `kols` columns; contacts_relation: one with the
+    canonical contact columns (assets.crm.contacts.CONTACTS).
+    """
+    started = time.perf_counter()
+    run_id = run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+    reconciled_at = datetime.now(UTC)
+    normalize.register(conn)
+    ensure_tables(conn)
+    _stage(conn, kols_relation, contacts_relation, mapping)
+    _contact_rows(conn, mapping)
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        conn.execute(f"DELETE FROM {RESULT_TABLE}")
+        columns = ", ".join(column_names(RESULT_TABLE))
+        conn.execute(
+            f"INSERT INTO {RESULT_TABLE} ({columns}) SELECT {sql_literal(run_id)}, "
+            f"{sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, {columns.split(', ', 2)[2]} FROM ({_rows_sql()})"
+        )
+        counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} GROUP BY status").fetchall())
+        counts = {status: int(counts.get(status, 0)) for status in STATUSES}
+        kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)").fetchone()
+        duration = time.perf_counter() - started
+        values = [run_id, reconciled_at, source, kols, contacts, *counts.values(), duration, None, None]
+        conn.execute(f"INSERT INTO {RUNS_TABLE} VALUES ({', '.join('?' * len(values))})", values)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    finally:
+        for table in ("_crm_k", "_crm_c", "_crm_e", "_crm_rows", "_crm_diff"):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    return ReconciliationResult(run_id, reconciled_at, int(kols), int(contacts), counts, duration)
+
+
+def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
+    """Stage both sides (_crm_k, _crm_c) with their email keys, and the email -> KOL table (_crm_e)."""
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_k AS
+SELECT id AS kol_id, email AS kol_email, crm_email_ascii(email) AS email_n, full_name AS kol_name,
+       institution AS kol_institution, {_side_columns(rules, "kol")}
+FROM {kols} WHERE is_archived IS NOT TRUE""")
+    normalize.fold_emails(conn, "_crm_k", "kol_email", "email_n")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_c AS
+SELECT crm_id, email AS crm_email, crm_email_ascii(email) AS email_n, NULLIF(trim(external_id), '') AS external_id,
+       NULLIF(concat_ws(' ', first_name, last_name), '') AS crm_name, institution AS crm_institution,
+       first_name, last_name, {_side_columns(rules, "crm")}
+FROM {contacts}""")
+    normalize.fold_emails(conn, "_crm_c", "crm_email", "email_n")
+    # The email's KOL (the smallest id when KOLs share an email).
+    conn.execute("""
+CREATE OR REPLACE TEMP TABLE _crm_e AS
+SELECT email_n, min(kol_id) AS kol_id, count(*) AS kols FROM _crm_k WHERE email_n IS NOT NULL GROUP BY email_n""")
+
+
+def _contact_rows(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
+    """_crm_rows: one row per contact with its status, its email KOL's values and kol_primary, in
+    one join and one aggregate per KOL; _crm_diff: the differences of the pairs whose raw values
+    differ somewhere (normalized keys are computed only for those, a few percent of the pairs)."""
+    raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_rows AS
+WITH classified AS MATERIALIZED (
+  SELECT c.crm_id, c.external_id, c.email_n, c.crm_email, c.crm_name, c.crm_institution, c.first_name, c.last_name,
+         e.kol_id AS email_kol, k.kol_email, k.kol_name, k.kol_institution,
+         k.kol_id IS NOT NULL AND NOT ({raw_equal}) AS raw_diff,
+         CASE WHEN c.external_id IS NOT NULL AND x.kol_id IS NULL THEN 'orphan_in_crm'
+              WHEN c.external_id IS NOT NULL AND c.external_id IS DISTINCT FROM e.kol_id THEN 'id_conflict'
+              WHEN e.kol_id IS NULL THEN 'crm_only' END AS pre
+  FROM _crm_c c LEFT JOIN _crm_e e ON e.email_n = c.email_n
+  LEFT JOIN _crm_k k ON k.kol_id = e.kol_id
+  LEFT JOIN (SELECT kol_id FROM _crm_k) x ON x.kol_id = c.external_id
+),
+-- Per KOL: its remaining (unclassified) contacts and the contact it is counted on. A hash
+-- aggregate joined back, not a window: windows sort every column of 1M wide rows.
+per_kol AS (
+  SELECT email_kol, count(*) FILTER (WHERE pre IS NULL) AS shared,
+         -- precedence digit + crm_id: a plain string min (arg_min over a struct key is several times slower)
+         substr(min(CASE pre WHEN 'id_conflict' THEN '1' WHEN 'orphan_in_crm' THEN '2' ELSE '3' END || crm_id), 2)
+             AS primary_crm
+  FROM classified WHERE email_kol IS NOT NULL GROUP BY email_kol
+)
+SELECT c.* EXCLUDE (pre), p.shared,
+       CASE WHEN c.email_kol IS NOT NULL THEN c.crm_id = p.primary_crm END AS kol_primary,
+       CASE WHEN c.pre IS NOT NULL THEN c.pre WHEN p.shared > 1 THEN 'duplicate_in_crm' ELSE 'pair' END AS status0
+FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_diff AS
+SELECT c.crm_id, {_differences_sql(rules)} AS differences
+FROM _crm_rows r JOIN _crm_c c USING (crm_id) JOIN _crm_k k ON k.kol_id = r.email_kol
+WHERE r.raw_diff""")
+
+
+def _rows_sql() -> str:
+    """Every output row (status .. note) from the staged tables."""
+    return f"""
+WITH lone_kols AS (
+  SELECT k.*, e.kol_id AS email_first,
+         CASE WHEN k.email_n IS NULL THEN 'no_email'
+              WHEN k.kol_id <> e.kol_id THEN 'duplicate_in_kols'
+              ELSE 'missing_in_crm' END AS status
+  FROM _crm_k k LEFT JOIN _crm_e e ON e.email_n = k.email_n
+  ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary) p ON p.email_kol = k.kol_id
+),
+blocked_kols AS (
+  SELECT kol_id, name_key, kol_institution,
+         regexp_extract(name_key, '([^ ]+)$', 1) AS last_token,
+         left(regexp_replace(name_key, '^((dr|prof|mr|mrs|ms|md|phd) )+', ''), 1) AS initial
+  FROM (SELECT *, crm_name(kol_name) AS name_key FROM lone_kols WHERE status = 'no_email')
+  WHERE name_key IS NOT NULL
+),
+blocked_contacts AS (
+  SELECT crm_id, crm_name, crm_email, crm_institution, crm_name(crm_name) AS full_key,
+         regexp_extract(crm_name(last_name), '([^ ]+)$', 1) AS last_token, left(crm_name(first_name), 1) AS initial
+  FROM _crm_rows WHERE status0 = 'crm_only' AND crm_name(last_name) IS NOT NULL
+),
+scored AS (
+  SELECT b.kol_id, c.crm_id, c.crm_name, c.crm_email, c.crm_institution,
+         round(0.8 * jaro_winkler_similarity(b.name_key, c.full_key)
+               + 0.2 * coalesce(jaro_winkler_similarity(crm_text(b.kol_institution), crm_text(c.crm_institution)), 0), 3) AS score
+  FROM blocked_kols b JOIN blocked_contacts c ON c.last_token = b.last_token AND c.initial = b.initial
+  QUALIFY row_number() OVER (PARTITION BY b.kol_id ORDER BY score DESC, c.crm_id) <= 3
+),
+candidates AS (
+  SELECT kol_id, to_json(list({{'crm_id': crm_id, 'name': crm_name, 'email': crm_email,
+                                'institution': crm_institution, 'score': score}} ORDER BY score DESC, crm_id)) AS candidates
+  FROM scored GROUP BY kol_id
+)
+SELECT CASE WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
+            ELSE status0 END AS status,
+       email_kol AS kol_id, coalesce(kol_primary, false) AS kol_primary, crm_id, external_id, email_n AS email_normalized,
+       kol_email, crm_email, kol_name, crm_name, coalesce(kol_institution, crm_institution) AS institution,
+       differences, NULL::JSON AS candidates,
+       CASE status0
+         WHEN 'orphan_in_crm' THEN 'external id ' || external_id || ' names no KOL'
+                                   || coalesce('; email matches ' || email_kol, '')
+         WHEN 'id_conflict' THEN 'external id names ' || external_id || ', email '
+                                 || coalesce('matches ' || email_kol, 'matches no KOL')
+         WHEN 'duplicate_in_crm' THEN 'contacts sharing this email: ' || shared
+         WHEN 'crm_only' THEN CASE WHEN email_n IS NULL THEN 'contact has no email' END
+       END AS note
+FROM _crm_rows LEFT JOIN _crm_diff USING (crm_id)
+UNION ALL BY NAME
+SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external_id, l.email_n AS email_normalized,
+       l.kol_email, NULL AS crm_email, l.kol_name, NULL AS crm_name, l.kol_institution AS institution,
+       NULL::JSON AS differences, c.candidates,
+       CASE l.status WHEN 'duplicate_in_kols' THEN 'KOL ' || l.email_first
+                                                || ' has the same email and is the one reconciled' END AS note
+FROM lone_kols l LEFT JOIN candidates c USING (kol_id)"""

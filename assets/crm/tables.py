@@ -1,0 +1,101 @@
+"""The reconciliation's warehouse tables, with their comments: the latest result, the run log and
+the write-back audit. `ensure_tables` creates what is missing and (re)writes the comments."""
+
+from __future__ import annotations
+
+import duckdb
+
+from resources.sql import sql_literal
+
+RESULT_TABLE = "kol_crm_reconciliation"
+RUNS_TABLE = "reconciliation_runs"
+AUDIT_TABLE = "crm_writeback_audit"
+
+STATUSES = (
+    "matched",
+    "conflict",
+    "missing_in_crm",
+    "crm_only",
+    "duplicate_in_crm",
+    "no_email",
+    "orphan_in_crm",
+    "id_conflict",
+    "duplicate_in_kols",
+)
+
+# (table, description, ((column, type, comment), ...))
+TABLES: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
+    (
+        RESULT_TABLE,
+        "CRM reconciliation of non-archived KOLs against CRM contacts by normalized email: the full result of "
+        "the latest run (replaced per run). Every contact is on exactly one row; every KOL is on exactly one "
+        "row with kol_primary = true (a KOL also appears, with kol_primary = false, on the other rows of its "
+        "duplicate_in_crm / id_conflict / orphan_in_crm contacts).",
+        (
+            ("run_id", "VARCHAR", "Run that produced the row (reconciliation_runs.run_id)"),
+            ("reconciled_at", "TIMESTAMPTZ", "Start of that run (UTC)"),
+            ("status", "VARCHAR", "matched, conflict, missing_in_crm, crm_only, duplicate_in_crm, no_email, "
+             "orphan_in_crm, id_conflict or duplicate_in_kols (docs/crm-decisions-reconciliation.md)"),
+            ("kol_id", "VARCHAR", "KOL of the row: the KOL whose normalized email the contact has, or the KOL alone"),
+            ("kol_primary", "BOOLEAN", "True on the one row that counts the KOL (each KOL exactly once)"),
+            ("crm_id", "VARCHAR", "CRM contact id (Salesforce Id); NULL on KOL-only rows"),
+            ("external_id", "VARCHAR", "KOL id the contact carries in the CRM's external-id field (e.g. KOL_Id__c)"),
+            ("email_normalized", "VARCHAR", "Normalized email (trimmed, NFKC, casefolded) the row was matched on"),
+            ("kol_email", "VARCHAR", "KOL email as stored in the warehouse"),
+            ("crm_email", "VARCHAR", "Contact email as stored in the CRM"),
+            ("kol_name", "VARCHAR", "KOL full name"),
+            ("crm_name", "VARCHAR", "Contact FirstName + ' ' + LastName"),
+            ("institution", "VARCHAR", "KOL institution (the contact's account name on rows without a KOL)"),
+            ("differences", "JSON", "List of {field, kol_value, crm_value} (raw values) of mapped fields that differ "
+             "after normalization; NULL when none or no KOL"),
+            ("candidates", "JSON", "no_email rows: up to three contacts {crm_id, name, email, institution, score} "
+             "ranked by name and institution similarity; NULL otherwise"),
+            ("note", "VARCHAR", "Why the status, in words, where the status alone does not say it"),
+        ),
+    ),
+    (
+        RUNS_TABLE,
+        "One row per CRM reconciliation run (appended): counts per status, duration and the report files.",
+        (
+            ("run_id", "VARCHAR", "Run identifier"),
+            ("reconciled_at", "TIMESTAMPTZ", "Start of the run (UTC)"),
+            ("source", "VARCHAR", "CRM the contacts came from (e.g. salesforce)"),
+            ("kols", "BIGINT", "Non-archived KOLs reconciled"),
+            ("contacts", "BIGINT", "CRM contacts reconciled"),
+            *((status, "BIGINT", f"Rows with status {status}") for status in STATUSES),
+            ("duration_seconds", "DOUBLE", "Wall time of the reconciliation (s)"),
+            ("report_csv", "VARCHAR", "Path of the run's CSV report (NULL until written)"),
+            ("report_html", "VARCHAR", "Path of the run's HTML report (NULL until written)"),
+        ),
+    ),
+    (
+        AUDIT_TABLE,
+        "Every CRM write-back change planned or applied, one row per field (appended).",
+        (
+            ("run_id", "VARCHAR", "Reconciliation run the plan came from"),
+            ("at", "TIMESTAMPTZ", "Time the row was recorded (UTC)"),
+            ("mode", "VARCHAR", "dry_run (planned only), applied (CRM accepted) or failed (CRM refused; see error)"),
+            ("action", "VARCHAR", "create (upsert by external id = KOL id) or update"),
+            ("kol_id", "VARCHAR", "KOL the change comes from"),
+            ("crm_id", "VARCHAR", "Contact changed (NULL for creates until the CRM assigns one)"),
+            ("field", "VARCHAR", "Canonical contact field written"),
+            ("old_value", "VARCHAR", "Value in the CRM before (NULL for creates)"),
+            ("new_value", "VARCHAR", "Value written"),
+            ("error", "VARCHAR", "The CRM's error for failed rows"),
+        ),
+    ),
+)
+
+
+def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
+    """Create the three tables if missing and set their table and column comments."""
+    for table, description, columns in TABLES:
+        body = ", ".join(f'"{name}" {type_}' for name, type_, _ in columns)
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body})")
+        conn.execute(f"COMMENT ON TABLE {table} IS {sql_literal(description)}")
+        for name, _, comment in columns:
+            conn.execute(f'COMMENT ON COLUMN {table}."{name}" IS {sql_literal(comment)}')
+
+
+def column_names(table: str) -> tuple[str, ...]:
+    return next(tuple(name for name, _, _ in columns) for name_, _, columns in TABLES if name_ == table)

@@ -1,0 +1,152 @@
+"""Reconciliation statuses against planted discrepancies, the exactly-once invariant and the tables."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import duckdb
+import pytest
+
+from assets.crm.reconcile import DEFAULT_RULES, FieldRule, reconcile
+from assets.crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES
+from tests.crm.support import load, make_kols, planted
+
+
+@pytest.fixture(scope="module")
+def reconciled() -> tuple[duckdb.DuckDBPyConnection, dict[str, str], list[dict]]:
+    kols, contacts, expected = planted()
+    conn = duckdb.connect()
+    load(conn, kols, contacts)
+    reconcile(conn, "kols", "contacts", DEFAULT_RULES, run_id="run-1")
+    return conn, expected, kols
+
+
+def statuses(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """Status per contact id and per KOL id (its counted row)."""
+    found: dict[str, str] = {}
+    for status, kol_id, primary, crm_id in conn.execute(
+        f"SELECT status, kol_id, kol_primary, crm_id FROM {RESULT_TABLE}"
+    ).fetchall():
+        if crm_id:
+            found[crm_id] = status
+        if kol_id and primary:
+            found[kol_id] = status
+    return found
+
+
+def test_every_planted_case_gets_its_status(reconciled):
+    conn, expected, _ = reconciled
+    found = statuses(conn)
+    wrong = {key: (status, found.get(key)) for key, status in expected.items() if found.get(key) != status}
+    assert not wrong
+    assert set(expected.values()) >= set(STATUSES) - {"duplicate_in_kols"}
+
+
+def test_every_kol_and_contact_exactly_once(reconciled):
+    conn, _, kols = reconciled
+    kol_rows = dict(conn.execute(f"SELECT kol_id, count(*) FROM {RESULT_TABLE} WHERE kol_primary GROUP BY 1").fetchall())
+    assert kol_rows == {kol["id"]: 1 for kol in kols}
+    contact_rows = conn.execute(f"SELECT crm_id, count(*) FROM {RESULT_TABLE} WHERE crm_id IS NOT NULL GROUP BY 1").fetchall()
+    assert {n for _, n in contact_rows} == {1}
+    assert len(contact_rows) == conn.execute("SELECT count(*) FROM contacts").fetchone()[0]
+    # KOL ids on non-counted rows only where a KOL has several contacts.
+    extra = conn.execute(f"SELECT DISTINCT status FROM {RESULT_TABLE} WHERE kol_id IS NOT NULL AND NOT kol_primary").fetchall()
+    assert {s for s, in extra} <= {"duplicate_in_crm", "id_conflict", "orphan_in_crm"}
+
+
+def test_conflict_differences_carry_raw_values(reconciled):
+    conn, _, _ = reconciled
+    rows = conn.execute(f"SELECT differences::VARCHAR FROM {RESULT_TABLE} WHERE status = 'conflict'").fetchall()
+    fields = [d for row, in rows for d in json.loads(row)]
+    assert {d["field"] for d in fields} == {"title", "phone", "institution"}
+    title = next(d for d in fields if d["field"] == "title")
+    assert title["crm_value"] == "Head of " + title["kol_value"]
+    assert conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE status = 'matched' AND differences IS NOT NULL").fetchone()[0] == 0
+
+
+def test_case_and_whitespace_emails_never_conflict():
+    kols = make_kols(3)
+    conn = duckdb.connect()
+    contacts = [{"Id": f"003{i:015d}", "FirstName": k["full_name"].split()[0], "LastName": k["full_name"].split()[1],
+                 "Email": f"  {k['email'].upper()} ", "Title": k["title"], "Phone": k["phone"], "Department": k["department"],
+                 "Account.Name": k["institution"], "MailingCity": k["location"]["city"],
+                 "MailingState": k["location"]["state"], "MailingCountry": k["location"]["country"]}
+                for i, k in enumerate(kols)]
+    load(conn, kols, contacts)
+    result = reconcile(conn, "kols", "contacts", run_id="emails")
+    assert result.counts["matched"] == 3
+
+
+def test_no_email_candidates_rank_the_contact_with_the_kols_name(reconciled):
+    conn, expected, kols = reconciled
+    by_id = {kol["id"]: kol for kol in kols}
+    rows = conn.execute(f"SELECT kol_id, candidates::VARCHAR FROM {RESULT_TABLE} WHERE status = 'no_email'").fetchall()
+    assert rows
+    for kol_id, candidates in rows:
+        ranked = json.loads(candidates)
+        assert 1 <= len(ranked) <= 3
+        assert ranked[0]["name"] == by_id[kol_id]["full_name"] and ranked[0]["email"] == f"{kol_id}@crm-only.example"
+
+
+def test_kols_sharing_an_email_are_duplicate_in_kols_and_archived_kols_are_left_out():
+    kols = make_kols(4)
+    kols[1]["email"] = kols[0]["email"].upper()
+    kols[3]["is_archived"] = True
+    conn = duckdb.connect()
+    load(conn, kols, [])
+    result = reconcile(conn, "kols", "contacts", run_id="dups")
+    rows = dict(conn.execute(f"SELECT kol_id, status FROM {RESULT_TABLE}").fetchall())
+    assert rows == {"kol_0000": "missing_in_crm", "kol_0001": "duplicate_in_kols", "kol_0002": "missing_in_crm"}
+    assert result.kols == 3 and result.contacts == 0
+
+
+def test_custom_rule_compares_a_key_of_the_custom_json():
+    kols = make_kols(1)
+    conn = duckdb.connect()
+    load(conn, kols, [])
+    conn.execute("INSERT INTO contacts (crm_id, email, first_name, last_name, custom) VALUES "
+                 "('003A', ?, 'Anna', 'Smith', '{\"Tier__c\": \"tier_2\"}')", [kols[0]["email"]])
+    conn.execute("CREATE OR REPLACE TABLE kols AS SELECT *, 'tier_1' AS tier FROM kols")
+    rule = FieldRule("tier", "custom.Tier__c", "text", "kol", name="tier")
+    reconcile(conn, "kols", "contacts", [DEFAULT_RULES[0], rule], run_id="custom")
+    status, differences = conn.execute(f"SELECT status, differences::VARCHAR FROM {RESULT_TABLE}").fetchone()
+    assert status == "conflict"
+    assert json.loads(differences) == [{"field": "tier", "kol_value": "tier_1", "crm_value": "tier_2"}]
+
+
+def test_runs_table_appends_and_result_is_replaced(reconciled):
+    conn, _, _ = reconciled
+    reconcile(conn, "kols", "contacts", run_id="run-2")
+    runs = conn.execute(f"SELECT run_id, matched + conflict + missing_in_crm + crm_only + duplicate_in_crm + no_email "
+                        f"+ orphan_in_crm + id_conflict + duplicate_in_kols FROM {RUNS_TABLE} ORDER BY reconciled_at").fetchall()
+    assert [r for r, _ in runs][-2:] == ["run-1", "run-2"]
+    assert runs[-1][1] == conn.execute(f"SELECT count(*) FROM {RESULT_TABLE}").fetchone()[0]
+    assert conn.execute(f"SELECT DISTINCT run_id FROM {RESULT_TABLE}").fetchall() == [("run-2",)]
+    comments = conn.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name IN (?, ?) AND comment IS NULL",
+                            [RESULT_TABLE, RUNS_TABLE]).fetchone()[0]
+    assert comments == 0
+
+
+def test_sql_generator_plants_the_same_cases():
+    """The benchmark's DuckDB generator: statuses come out as planted (sampled at 2,000 KOLs)."""
+    from assets.crm.discrepancies import generate_kols_sql, plant_discrepancies_sql
+
+    conn = duckdb.connect()
+    generate_kols_sql(conn, "kols", 2000, seed=3)
+    plant_discrepancies_sql(conn, "kols", "contacts", 0.3, seed=3)
+    result = reconcile(conn, "kols", "contacts", run_id="sql")
+    for status in ("matched", "conflict", "missing_in_crm", "crm_only", "duplicate_in_crm", "orphan_in_crm", "id_conflict",
+                   "no_email"):
+        assert result.counts[status] > 0, status
+    with_candidates = conn.execute("SELECT count(*) FROM kol_crm_reconciliation WHERE status = 'no_email' "
+                                   "AND candidates IS NOT NULL").fetchone()[0]
+    assert with_candidates == result.counts["no_email"]
+    assert result.counts["matched"] + result.counts["conflict"] > 1400
+
+
+def test_planted_contacts_are_deterministic_and_salesforce_shaped():
+    first, second = planted(seed=5), planted(seed=5)
+    assert first[1] == second[1] and first[2] == second[2]
+    assert planted(seed=6)[1] != first[1]
+    assert all(re.fullmatch(r"003[A-Za-z0-9]{15}", c["Id"]) and "Account.Name" in c for c in first[1])
