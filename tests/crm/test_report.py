@@ -106,3 +106,13 @@ def test_html_in_a_browser(reported, tmp_path):
     annex = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE differences::VARCHAR LIKE '%Annex%'").fetchone()[0]
     assert annex and len(filtered.visible) == annex and filtered.hidden == shown - annex
     assert all("annex" in row.lower() for row in filtered.visible)
+
+
+def test_missing_chromium_fails_on_ci_and_skips_elsewhere(monkeypatch):
+    monkeypatch.setattr(browser.shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium"):
+        browser.chromium()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
+        browser.chromium()
