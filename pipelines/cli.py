@@ -1,7 +1,8 @@
 """The `commops` command: `commops service ...` administers the local service,
 `commops sync` runs the nightly job in-process, `commops demo` does both end to end,
 `commops receiver run` receives webhooks into the inbox, `commops webhooks ...` manages them,
-`commops events apply` applies the inbox's pending events in-process."""
+`commops events apply` applies the inbox's pending events in-process, `commops reconcile` reconciles
+the KOLs with the CRM, `commops crm sandbox` serves a local Salesforce stand-in."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 
 import click
 
+from pipelines.crm_command import crm, reconcile
 from pipelines.events_command import events
 from pipelines.local_commands import demo, ui
 from pipelines.sync_command import sync
@@ -48,6 +50,8 @@ main.add_command(ui)
 main.add_command(receiver)
 main.add_command(webhooks)
 main.add_command(events)
+main.add_command(reconcile)
+main.add_command(crm)
 
 
 if __name__ == "__main__":

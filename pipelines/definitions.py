@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 
 from assets.analytics import build_analytics_asset
+from assets.crm.assets import CRM_ASSETS, NoCrmConfigured
 from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
 from assets.progress import ProgressReporter
@@ -17,6 +18,7 @@ from pipelines.jobs import JOBS
 from pipelines.schedules import build_schedules
 from pipelines.sensors import SENSORS
 from resources.api import CommopsApiResource
+from resources.crm import CrmSettings, build_crm_resource
 from resources.inbox import InboxResource
 from resources.lake import LakeResource
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, Settings, load_settings
@@ -27,8 +29,9 @@ WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
 ASSETS = [
     *SNAPSHOT_ASSETS,
     *WAREHOUSE_ASSETS,
-    build_analytics_asset([a.key for a in [*WAREHOUSE_ASSETS, webhook_events]]),
+    build_analytics_asset([a.key for a in [*WAREHOUSE_ASSETS, webhook_events, *CRM_ASSETS]]),
     *WEBHOOK_ASSETS,
+    *CRM_ASSETS,
 ]
 
 
@@ -38,9 +41,11 @@ def build_resources(
     api_key_env: str = API_KEY_ENV,
     progress: ProgressReporter | None = None,
     max_concurrency: int = 4,
+    crm: Any = None,
 ) -> dict[str, Any]:
     """The run's resources. Secrets only as dg.EnvVar: Dagster stores the variable's name, never its
-    value. The base URL is the explicit setting when one was given, else COMMOPS_BASE_URL at run time."""
+    value. The base URL is the explicit setting when one was given, else COMMOPS_BASE_URL at run time.
+    The CRM is `crm` when given, else the one SALESFORCE_* / COMMOPS_CRM_CSV configure (if any)."""
     data_dir = str(settings.data_dir)
     return {
         "api": CommopsApiResource(
@@ -51,17 +56,19 @@ def build_resources(
         "lake": LakeResource(data_dir=data_dir),
         "warehouse": WarehouseResource(data_dir=data_dir),
         "inbox": InboxResource(data_dir=data_dir),
+        "crm": crm or build_crm_resource(CrmSettings()) or NoCrmConfigured(),
         "progress": dg.ResourceDefinition.hardcoded_resource(progress or ProgressReporter()),
     }
 
 
 def make_definitions(settings: Settings, resources: dict[str, Any] | None = None) -> dg.Definitions:
+    resources = resources or build_resources(settings)
     return dg.Definitions(
         assets=ASSETS,
         jobs=JOBS,
-        schedules=build_schedules(settings.timezone),
+        schedules=build_schedules(settings.timezone, crm_configured=not isinstance(resources["crm"], NoCrmConfigured)),
         sensors=SENSORS,
-        resources=resources or build_resources(settings),
+        resources=resources,
     )
 
 

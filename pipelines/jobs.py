@@ -1,6 +1,7 @@
 """Jobs: `nightly_sync` materializes the whole snapshot graph for one snapshot date (the day the
 run was created); `apply_webhook_events` applies a batch of webhook events from the inbox
-(requested by `webhook_events_sensor`, or run by `commops events apply`)."""
+(requested by `webhook_events_sensor`, or run by `commops events apply`); `crm_reconciliation`
+reconciles the warehouse's KOLs with the CRM (its schedule, or `commops reconcile`)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from assets.webhook_events import APPLIED_KEY, WEBHOOK_EVENTS_KEY
 
 NIGHTLY_SYNC = "nightly_sync"
 APPLY_WEBHOOK_EVENTS = "apply_webhook_events"
+CRM_RECONCILIATION = "crm_reconciliation"
 
 _WEBHOOK_ONLY = dg.AssetSelection.assets(WEBHOOK_EVENTS_KEY, APPLIED_KEY)
+_CRM = dg.AssetSelection.groups("crm")
 
 # in_process_executor: every step runs in the run's process, so one API client (one rate
 # budget, one request cap) serves the whole run.
 nightly_sync = dg.define_asset_job(
     NIGHTLY_SYNC,
-    selection=dg.AssetSelection.all() - _WEBHOOK_ONLY,
+    selection=dg.AssetSelection.all() - _WEBHOOK_ONLY - _CRM,
     executor_def=dg.in_process_executor,
     description="Snapshot the four API resources to Parquet, merge them into DuckDB, enrich KOL details, publish analytics.duckdb.",
 )
@@ -30,4 +33,13 @@ apply_webhook_events = dg.define_asset_job(
     description="Apply pending webhook events (refetch what they name, merge into the warehouse), publish analytics.duckdb, mark them applied.",
 )
 
-JOBS = [nightly_sync, apply_webhook_events]
+# The CRM job reads the KOL table the last nightly run left; a CRM outage never fails the nightly sync.
+crm_reconciliation = dg.define_asset_job(
+    CRM_RECONCILIATION,
+    selection=_CRM | dg.AssetSelection.assets(["analytics"]),
+    executor_def=dg.in_process_executor,
+    description="Extract the CRM's contacts, reconcile them with the KOLs by email, write the reports, plan (or apply) "
+    "the write-back, publish analytics.duckdb.",
+)
+
+JOBS = [nightly_sync, apply_webhook_events, crm_reconciliation]

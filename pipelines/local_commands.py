@@ -25,7 +25,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 @click.option("--serve", is_flag=True, help="Keep the local service up after the sync (Ctrl-C stops it).")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port of the local service with --serve.")
 def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
-    """Seed and start the local service, run the full nightly sync against it, show where the data is."""
+    """Seed and start the local service, run the full nightly sync against it, reconcile its KOLs with a
+    local Salesforce stand-in, show where the data and the reconciliation report are."""
+    from pipelines.crm_command import reconcile_and_report
+    from pipelines.crm_sandbox import start_sandbox
     from pipelines.local_service import ensure_seeded, start_local_service
 
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -36,8 +39,13 @@ def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
     server = start_local_service(db_path, port=port if serve else 0)
     console.print(f"Local service: {server.base_url} (database {db_path})")
     os.environ[API_KEY_ENV] = credentials.api_key  # read by the API resource as a dg.EnvVar
+    sandbox = None
     try:
         run_and_report("demo", base_url=server.base_url, data_dir=data, progress=sys.stderr.isatty())
+        sandbox = start_sandbox(data, base_url=server.base_url, api_key=credentials.api_key)
+        console.print(f"Salesforce stand-in: {sandbox.standin.url} ({sandbox.contacts:,} contacts planted from the KOLs)")
+        os.environ.update(sandbox.env)  # the CRM resource reads its secrets as dg.EnvVar
+        reconcile_and_report("demo", data_dir=data)
         if serve:
             console.print(
                 f"The local service stays up at {server.base_url} (Ctrl-C stops it). From another shell:\n"
@@ -50,6 +58,8 @@ def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        if sandbox is not None:
+            sandbox.stop()
         server.stop()
 
 

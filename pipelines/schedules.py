@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dagster as dg
 
-from pipelines.jobs import nightly_sync
+from pipelines.jobs import crm_reconciliation, nightly_sync
 
 
-def build_schedules(timezone: str) -> list[dg.ScheduleDefinition]:
+def build_schedules(timezone: str, crm_configured: bool = False) -> list[dg.ScheduleDefinition]:
+    """The CRM reconciliation runs at 04:00, after the nightly sync, so CRM admins find the report in
+    the morning; it starts RUNNING only where a CRM is configured (elsewhere every tick would fail)."""
     return [
         dg.ScheduleDefinition(
             name="nightly_sync_schedule",
@@ -22,5 +24,13 @@ def build_schedules(timezone: str) -> list[dg.ScheduleDefinition]:
             execution_timezone=timezone,
             default_status=dg.DefaultScheduleStatus.RUNNING,
             description="Runs the full sync every night at 02:00 (COMMOPS_TIMEZONE).",
-        )
+        ),
+        dg.ScheduleDefinition(
+            name="crm_reconciliation_schedule",
+            job=crm_reconciliation,
+            cron_schedule="0 4 * * *",
+            execution_timezone=timezone,
+            default_status=dg.DefaultScheduleStatus.RUNNING if crm_configured else dg.DefaultScheduleStatus.STOPPED,
+            description="Reconciles the KOLs with the CRM every morning at 04:00 (COMMOPS_TIMEZONE), a dry run.",
+        ),
     ]

@@ -139,6 +139,11 @@ class LakeResource(dg.ConfigurableResource):
         path.mkdir(parents=True)
         return path
 
+    @staticmethod
+    def discard(staging: Path) -> None:
+        """Drop a staged snapshot that will not be published (its run failed)."""
+        shutil.rmtree(staging, ignore_errors=True)
+
     def remove_abandoned_staging(self) -> None:
         """Staging directories of processes that died (a killed sync) are deleted."""
         staging = self.root / STAGING_DIR

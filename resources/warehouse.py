@@ -164,6 +164,26 @@ class WarehouseSession:
             raise
         return int(written)
 
+    def replace_table(
+        self, table: str, source_relation: str, schema: pa.Schema, comment: str, more_columns: dict[str, str] | None = None
+    ) -> None:
+        """Replace `table` with `source_relation` in one transaction (a snapshot table, no row versions to
+        keep), commented from the Arrow schema's descriptions plus `more_columns` {name: comment}."""
+        self.conn.execute("BEGIN TRANSACTION")
+        try:
+            self.conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {source_relation}")
+            self.conn.execute(f"COMMENT ON TABLE {table} IS {sql_literal(comment)}")
+            comments = {f.name: description(f) for f in schema} | (more_columns or {})
+            for name, text in comments.items():
+                self.conn.execute(f'COMMENT ON COLUMN {table}."{name}" IS {sql_literal(text)}')
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def exists(self, table: str) -> bool:
+        return bool(self._columns(table))
+
     def ensure_history_view(self, spec: TableSpec, relative_glob: str) -> None:
         """`<table>_history`: every lake snapshot, with its snapshot_date. The path is relative to the
         data directory, so the data directory can move; DuckDB resolves it against the connection's

@@ -85,6 +85,8 @@ def plant_discrepancies(
     case_of = {index: CASES[n % len(CASES)] for n, index in enumerate(planted)}
     contacts: list[dict[str, Any]] = []
     expected: dict[str, str] = {}
+    own_contact: dict[str, dict[str, Any]] = {}  # kol_id -> the contact carrying its id as external id
+    borrowed: set[str] = set()  # KOL ids an id_conflict contact carries instead of its own
 
     def add(contact: dict[str, Any], status: str) -> None:
         contacts.append(contact)
@@ -126,6 +128,7 @@ def plant_discrepancies(
         elif case == "id_conflict":
             other = kols[(index + 1) % len(kols)]["id"]
             contact[external_id_field], status = other, "id_conflict"
+            borrowed.add(other)
         elif case == "orphan":
             add(dict(contact, Id=_salesforce_id(rng), Email=f"orphan.{kol_id}@crm.example",
                      **{external_id_field: "kol_gone_" + kol_id}), "orphan_in_crm")
@@ -134,6 +137,13 @@ def plant_discrepancies(
                      FirstName="Stranger", **{external_id_field: None}), "crm_only")
         expected[kol_id] = status
         add(contact, status)
+        if contact.get(external_id_field) == kol_id:
+            own_contact[kol_id] = contact
+    # The external-id field is unique in Salesforce: the KOL an id_conflict contact names keeps its
+    # own contact, matched by email, without the external id.
+    for kol_id in borrowed:
+        if kol_id in own_contact:
+            own_contact[kol_id][external_id_field] = None
     return contacts, expected
 
 
@@ -159,7 +169,7 @@ FROM (SELECT i, (hash(i, {seed}) % 1000000007)::BIGINT AS h FROM range({n}) t(i)
 
 
 def plant_discrepancies_sql(conn: duckdb.DuckDBPyConnection, kols: str, table: str, rate: float, seed: int) -> None:
-    """Canonical contacts (assets.crm.contacts.CONTACTS) of a KOL table, with `rate` of them planted:
+    """Canonical contacts (resources.crm.mapping.CONTACT_SCHEMA) of a KOL table, with `rate` of them planted:
     missing, conflicting title/phone, duplicate email, case-only email, reformatted phone,
     country as name, orphan external id, id conflict, crm-only; the rest faithful."""
     buckets = round(rate * 10_000)

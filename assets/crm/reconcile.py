@@ -30,8 +30,8 @@ from typing import Literal
 import duckdb
 
 from assets.crm import normalize
-from assets.crm.contacts import CONTACTS
 from assets.crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables
+from resources.crm.mapping import CONTACT_SCHEMA
 from resources.sql import sql_literal
 
 Kind = Literal["text", "name", "phone", "country"]
@@ -70,7 +70,7 @@ class FieldRule:
         if self.crm_column.startswith("custom."):
             key = self.crm_column.removeprefix("custom.").replace('"', "")
             return f"json_extract_string(custom, {sql_literal('$.' + chr(34) + key + chr(34))})"
-        if self.crm_column not in CONTACTS.names:
+        if self.crm_column not in CONTACT_SCHEMA.names:
             raise ValueError(f"unknown contact column {self.crm_column!r} (canonical columns, {FULL_NAME} or custom.<key>)")
         return f'"{self.crm_column}"'
 
@@ -139,7 +139,7 @@ def reconcile(
     """Replace kol_crm_reconciliation with this run's result and append its reconciliation_runs row.
 
     kols_relation: a table/view with the warehouse `kols` columns; contacts_relation: one with the
-    canonical contact columns (assets.crm.contacts.CONTACTS).
+    canonical contact columns (resources.crm.mapping.CONTACT_SCHEMA).
     """
     started = time.perf_counter()
     run_id = run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]

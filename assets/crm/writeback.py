@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from assets.crm.reconcile import FULL_NAME, FieldRule
 from assets.crm.tables import AUDIT_TABLE, RESULT_TABLE, ensure_tables
+from resources.crm.salesforce import WriteResult
 
 PLAN = pa.schema(
     [
@@ -41,9 +42,9 @@ PLAN = pa.schema(
 class CrmWriter(Protocol):
     """What apply_plan needs of the CRM resource: per-record results, in input order."""
 
-    def upsert_contacts(self, rows: list[dict[str, Any]]) -> Sequence[Any]: ...
+    def upsert_contacts(self, rows: list[dict[str, Any]]) -> Sequence[WriteResult]: ...
 
-    def update_contacts(self, rows: list[dict[str, Any]]) -> Sequence[Any]: ...
+    def update_contacts(self, rows: list[dict[str, Any]]) -> Sequence[WriteResult]: ...
 
 
 def _crm_fields(rule: FieldRule) -> tuple[str, ...]:
@@ -106,15 +107,11 @@ def _records(plan: pa.Table, action: str) -> list[tuple[str, dict[str, Any]]]:
     return [(kol_id, record) for (kol_id, _), record in grouped.items()]
 
 
-def _outcome(result: Any) -> tuple[bool, str | None, str | None]:
-    """(ok, crm id, error) of one per-record result: a dict like simple-salesforce's or an exception."""
+def _outcome(result: WriteResult | BaseException) -> tuple[bool, str | None, str | None]:
+    """(ok, crm id, error) of one per-record result, or of a call that failed as a whole."""
     if isinstance(result, BaseException):
         return False, None, f"{type(result).__name__}: {result}"
-    if isinstance(result, dict):
-        ok = bool(result.get("success", not result.get("errors")))
-        errors = result.get("errors") or None
-        return ok, result.get("id"), None if ok else json.dumps(errors) if errors else "refused"
-    return bool(result), None, None if result else "refused"
+    return result.success, result.crm_id, result.error
 
 
 def apply_plan(plan: pa.Table, crm: CrmWriter, run_id: str = "") -> pa.Table:

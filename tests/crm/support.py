@@ -7,8 +7,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from assets.crm.contacts import from_salesforce
 from assets.crm.discrepancies import plant_discrepancies
+from resources.crm.mapping import ContactMapping, to_batch
 
 FIRST = ["Anna", "Ben", "Chloé", "David", "Eva", "Farid", "Grace", "Hiro", "Inès", "Jonas"]
 LAST = ["Smith", "Müller", "Garcia", "Rossi", "Dubois", "Kowalski", "Nguyen", "Okafor", "Jensen", "Straße"]
@@ -46,7 +46,7 @@ def make_kols(n: int = 72) -> list[dict[str, Any]]:
 def load(conn: duckdb.DuckDBPyConnection, kols: list[dict[str, Any]], contacts: list[dict[str, Any]]) -> None:
     """Tables `kols` and `contacts` (canonical columns) on conn."""
     kol_arrow = pa.Table.from_pylist(kols, schema=KOL_TABLE)
-    contact_arrow = from_salesforce(contacts)
+    contact_arrow = pa.Table.from_batches([to_batch(ContactMapping().from_flat(c) for c in contacts)])
     conn.execute("CREATE OR REPLACE TABLE kols AS SELECT * FROM kol_arrow")
     conn.execute("CREATE OR REPLACE TABLE contacts AS SELECT * FROM contact_arrow")
 

@@ -9,6 +9,7 @@ import pytest
 
 from assets.crm.reconcile import DEFAULT_RULES, reconcile
 from assets.crm.writeback import PLAN, apply_plan, dry_run, plan_writeback, record_audit
+from resources.crm.salesforce import WriteResult
 from tests.crm.support import load, planted
 
 
@@ -21,12 +22,12 @@ class FakeCrm:
 
     def upsert_contacts(self, rows):
         self.calls.append(("upsert_contacts", rows))
-        return [{"success": True, "created": True, "id": f"003NEW{i:012d}", "errors": []} for i, _ in enumerate(rows)]
+        return [WriteResult(row["external_id"], f"003NEW{i:012d}", True, True) for i, row in enumerate(rows)]
 
     def update_contacts(self, rows):
         self.calls.append(("update_contacts", rows))
-        return [{"success": row["crm_id"] != self.refuse, "id": row["crm_id"],
-                 "errors": [] if row["crm_id"] != self.refuse else [{"message": "locked"}]} for row in rows]
+        return [WriteResult(row["crm_id"], row["crm_id"], False, row["crm_id"] != self.refuse,
+                            None if row["crm_id"] != self.refuse else "ENTITY_IS_LOCKED: locked") for row in rows]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,143 @@
+"""The CRM reconciliation end to end: the local service's KOLs synced into the warehouse, a Salesforce
+stand-in seeded with planted discrepancies (as `commops crm sandbox` does), then the crm_reconciliation
+job run in-process, its tables published, its reports written, its write-back dry run and apply."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from pipelines.crm_sandbox import Sandbox, start_sandbox
+from pipelines.reconcile import ReconcileError, run_reconciliation
+from tests.pipeline.conftest import start_service
+from tests.pipeline.sync_support import sync
+
+KOLS = 240
+RATE = 0.25
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
+    """A service with KOLS KOLs, synced once into a data directory that tests copy."""
+    service = start_service(tmp_path_factory.mktemp("crm_service"), kols=KOLS, random_seed=7)
+    data = tmp_path_factory.mktemp("crm_synced") / "data"
+    sync(service, data)
+    yield service, data
+    service.server.stop()
+
+
+@pytest.fixture
+def data_dir(synced, tmp_path: Path) -> Path:
+    """A private copy of the synced data directory (the reconciliation writes to its warehouse)."""
+    _, data = synced
+    copy = tmp_path / "data"
+    shutil.copytree(data, copy, ignore=shutil.ignore_patterns("dagster_home", "*.lock"))
+    return copy
+
+
+@pytest.fixture
+def sandbox(synced, data_dir: Path) -> Iterator[Sandbox]:
+    service, _ = synced
+    box = start_sandbox(data_dir, base_url=service.base_url, api_key=service.api_key, rate=RATE, seed=3)
+    yield box
+    box.stop()
+
+
+@contextmanager
+def crm_env(box: Sandbox) -> Iterator[None]:
+    """The sandbox's SALESFORCE_* settings in the environment, where the CRM resource reads them."""
+    before = {name: os.environ.get(name) for name in box.env}
+    os.environ.update(box.env)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def reconcile(box: Sandbox, data_dir: Path, apply: bool = False):
+    with crm_env(box):
+        return run_reconciliation(data_dir=data_dir, apply=apply, instance=dg.DagsterInstance.ephemeral())
+
+
+def rows(path: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(path), read_only=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_every_planted_case_gets_its_status_and_the_published_copy_holds_the_result(sandbox, data_dir):
+    summary = reconcile(sandbox, data_dir)
+
+    analytics = data_dir / "analytics.duckdb"
+    kol_status = dict(rows(analytics, "SELECT kol_id, status FROM kol_crm_reconciliation WHERE kol_primary"))
+    crm_status = dict(rows(analytics, "SELECT crm_id, status FROM kol_crm_reconciliation WHERE crm_id IS NOT NULL"))
+    expected = sandbox.expected
+    assert {k: kol_status.get(k) for k in expected if k.startswith("kol_")} == {
+        k: v for k, v in expected.items() if k.startswith("kol_")
+    }
+    assert {k: crm_status.get(k) for k in expected if not k.startswith("kol_")} == {
+        k: v for k, v in expected.items() if not k.startswith("kol_")
+    }
+    active = rows(data_dir / "warehouse.duckdb", "SELECT count(*) FROM kols WHERE is_archived IS NOT TRUE")[0][0]
+    assert summary.kols == active == len(kol_status)
+    assert summary.contacts == sandbox.contacts == len(crm_status)
+    planted = {status for status in expected.values()}
+    assert {"matched", "conflict", "missing_in_crm", "crm_only", "duplicate_in_crm", "orphan_in_crm", "id_conflict"} <= planted
+    for status in planted:
+        assert summary.counts[status] > 0, status
+    runs = rows(analytics, "SELECT run_id, matched, conflict, report_html FROM reconciliation_runs")
+    assert [(r[1], r[2]) for r in runs] == [(summary.counts["matched"], summary.counts["conflict"])]
+    assert summary.report_html.is_file() and summary.report_csv.is_file()
+    assert summary.report_html.parent == data_dir / "reports" / "reconciliation"
+    assert runs[0][3] == str(summary.report_html)
+
+
+def test_a_dry_run_changes_nothing_in_the_crm_and_apply_creates_and_updates_with_an_audit(sandbox, data_dir):
+    before = {c["Id"]: c for c in sandbox.standin.contacts()}
+    dry = reconcile(sandbox, data_dir)
+    assert {c["Id"]: c for c in sandbox.standin.contacts()} == before
+    missing = dry.counts["missing_in_crm"]
+    assert missing > 0 and dry.writeback["creates"] == missing and not dry.writeback["applied"]
+    audit = data_dir / "analytics.duckdb"
+    assert {m for (m,) in rows(audit, "SELECT DISTINCT mode FROM crm_writeback_audit")} == {"dry_run"}
+
+    applied = reconcile(sandbox, data_dir, apply=True)
+    assert applied.writeback["applied"] and applied.writeback["failed"] == 0
+    after = sandbox.standin.contacts()
+    assert len(after) == len(before) + missing
+    created = [c for c in after if c["Id"] not in before]
+    assert {c["KOL_Id__c"] for c in created} == {k for k, v in sandbox.expected.items() if v == "missing_in_crm"}
+    modes = dict(rows(audit, "SELECT mode, count(*) FROM crm_writeback_audit GROUP BY mode"))
+    assert modes["applied"] > 0 and "failed" not in modes
+
+    again = reconcile(sandbox, data_dir)
+    assert again.counts["missing_in_crm"] == 0
+    # the conflicts left are on fields the KOL record does not own (names, institutions)
+    left = rows(audit, "SELECT DISTINCT unnest(from_json(differences, '[{\"field\":\"VARCHAR\"}]')).field "
+                       "FROM kol_crm_reconciliation WHERE status = 'conflict'")
+    assert {field for (field,) in left} <= {"full_name", "institution"}
+
+
+def test_reconcile_without_a_crm_or_with_a_wrong_password_fails_in_one_line(sandbox, data_dir):
+    with pytest.raises(ReconcileError, match="no CRM is configured: set SALESFORCE_USERNAME"):
+        run_reconciliation(data_dir=data_dir, instance=dg.DagsterInstance.ephemeral())
+
+    env = {**os.environ, **sandbox.env, "SALESFORCE_PASSWORD": "wrong-password", "COMMOPS_DATA_DIR": str(data_dir)}
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "reconcile"], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "Salesforce login failed" in result.stderr and "SALESFORCE_PASSWORD" in result.stderr
+    assert "wrong-password" not in result.stderr + result.stdout
