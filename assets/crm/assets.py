@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 
 from assets.crm import report, writeback
 from assets.crm.reconcile import DEFAULT_RULES, reconcile
-from assets.crm.tables import STATUSES
+from assets.crm import tables
+from assets.crm.tables import AUDIT_TABLE, RESULT_TABLE, STATUSES
 from assets.metadata import column_schema
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.crm.errors import CrmError
@@ -122,7 +123,7 @@ def crm_contacts(
     description="Every non-archived KOL and every CRM contact with one status (matched, conflict, missing_in_crm, "
     "crm_only, duplicate_in_crm, no_email, orphan_in_crm, id_conflict, ...): table kol_crm_reconciliation, run counts "
     "in reconciliation_runs, CSV and HTML reports under $COMMOPS_DATA_DIR/reports/reconciliation/.",
-    metadata={"table": "kol_crm_reconciliation"},
+    metadata={"table": RESULT_TABLE, **tables.column_schema(RESULT_TABLE)},
 )
 def kol_reconciliation(
     context: dg.AssetExecutionContext, crm: dg.ResourceParam[CrmSource], warehouse: WarehouseResource
@@ -163,7 +164,7 @@ class WritebackConfig(dg.Config):
     description="The fixes the field policies allow (create missing contacts; update fields where the KOL record wins), "
     "by upsert on the external-id field; a dry run unless configured with apply: true. Never deletes. Every change "
     "is recorded in crm_writeback_audit.",
-    metadata={"table": "crm_writeback_audit"},
+    metadata={"table": AUDIT_TABLE, **tables.column_schema(AUDIT_TABLE)},
 )
 def crm_writeback(
     context: dg.AssetExecutionContext, config: WritebackConfig, crm: dg.ResourceParam[CrmSource],
@@ -181,7 +182,7 @@ def crm_writeback(
     counts = _writeback_counts(plan, audit)
     context.log.info(f"crm/writeback ({'applied' if config.apply else 'dry run'}): {counts}")
     return dg.MaterializeResult(
-        metadata={"applied": config.apply, **counts, "table": "crm_writeback_audit"},
+        metadata={"applied": config.apply, **counts},
     )
 
 

@@ -3,6 +3,7 @@ the write-back audit. `ensure_tables` creates what is missing and (re)writes the
 
 from __future__ import annotations
 
+import dagster as dg
 import duckdb
 
 from resources.sql import sql_literal
@@ -99,3 +100,10 @@ def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
 
 def column_names(table: str) -> tuple[str, ...]:
     return next(tuple(name for name, _, _ in columns) for name_, _, columns in TABLES if name_ == table)
+
+
+def column_schema(table: str) -> dict:
+    """`dagster/column_schema` of one of these tables, from its column comments."""
+    (columns,) = [columns for name, _, columns in TABLES if name == table]
+    return {"dagster/column_schema": dg.TableSchema(
+        columns=[dg.TableColumn(name=name, type=type_, description=text) for name, type_, text in columns])}

@@ -1,4 +1,5 @@
-"""`commops demo`, the README's first command: seed and serve the local service, sync it, say where the data is."""
+"""`commops demo`, the README's first command: seed and serve the local service, sync it, reconcile its KOLs with
+a local Salesforce stand-in, say where the data and the report are."""
 
 from __future__ import annotations
 
@@ -23,9 +24,16 @@ def test_demo_syncs_the_seeded_local_service_and_a_second_run_reuses_it(tmp_path
     assert "Seeding the local service" in first.stdout
     assert "analytics.duckdb" in first.stdout
 
+    report = tmp_path / "reports" / "reconciliation" / "latest.html"
+    assert report.is_file()
+    assert "Report:" in first.stdout and "reconciliation-" in first.stdout  # where the report is
+
     with duckdb.connect(str(tmp_path / "analytics.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM kols").fetchone()[0] == 120
         assert conn.execute("SELECT count(*) FROM kol_details").fetchone()[0] > 0
+        statuses = dict(conn.execute("SELECT status, count(*) FROM kol_crm_reconciliation WHERE kol_primary GROUP BY 1").fetchall())
+        active = conn.execute("SELECT count(*) FROM kols WHERE is_archived IS NOT TRUE").fetchone()[0]
+        assert sum(statuses.values()) == active and statuses["matched"] > 0 and statuses["missing_in_crm"] > 0
     credentials = tmp_path / "service" / "demo-credentials.json"
     assert stat.S_IMODE(credentials.stat().st_mode) == 0o600  # the API key is readable by its owner only
 
@@ -34,3 +42,7 @@ def test_demo_syncs_the_seeded_local_service_and_a_second_run_reuses_it(tmp_path
     assert "Seeding the local service" not in second.stdout  # same database, same key
     api_key = json.loads(credentials.read_text())["api_key"]
     assert api_key not in first.stdout + first.stderr + second.stdout + second.stderr  # never printed
+    sandbox_env = tmp_path / "crm-sandbox" / "salesforce.env"
+    assert stat.S_IMODE(sandbox_env.stat().st_mode) == 0o600
+    password = dict(line.split("=", 1) for line in sandbox_env.read_text().splitlines())["SALESFORCE_PASSWORD"]
+    assert password not in second.stdout + second.stderr
