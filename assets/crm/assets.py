@@ -47,6 +47,9 @@ class CrmSource(Protocol):
     @property
     def source_name(self) -> str: ...
 
+    @property
+    def writable(self) -> bool: ...
+
     def iter_contacts(self, batch_size: int = ...) -> Any: ...
 
     def upsert_contacts(self, rows: Any) -> list: ...
@@ -58,6 +61,7 @@ class NoCrmConfigured:
     """The `crm` resource when nothing is configured: the CRM assets fail with what to set."""
 
     source_name = "none"
+    writable = False
 
     def _fail(self, *args: object, **kwargs: object) -> Any:
         raise CrmError(
@@ -170,6 +174,9 @@ def crm_writeback(
     context: dg.AssetExecutionContext, config: WritebackConfig, crm: dg.ResourceParam[CrmSource],
     warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
+    if config.apply and not crm.writable:
+        raise CrmError(f"write-back needs Salesforce, and the CRM is {crm.source_name} (read-only): "
+                       "unset COMMOPS_CRM_CSV and set the SALESFORCE_* login to apply")
     with warehouse.writer(context.log) as session:
         plan = writeback.plan_writeback(session.conn, DEFAULT_RULES)
     # The CRM calls run outside the writer lock: a slow Salesforce must not hold up a nightly sync.

@@ -47,6 +47,10 @@ class CrmCsvResource(dg.ConfigurableResource):
     def source_name(self) -> str:
         return f"csv {self.path}"
 
+    @property
+    def writable(self) -> bool:
+        return False
+
     def _header(self) -> list[str]:
         path = Path(self.path)
         try:

@@ -119,6 +119,10 @@ class SalesforceResource(dg.ConfigurableResource):
     # --- connection ----------------------------------------------------------------------------------
 
     @property
+    def writable(self) -> bool:
+        return True
+
+    @property
     def source_name(self) -> str:
         return f"salesforce {self.instance_url or self.login_url or f'https://{self.domain}.salesforce.com'}"
 

@@ -141,3 +141,61 @@ def test_reconcile_without_a_crm_or_with_a_wrong_password_fails_in_one_line(sand
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "Salesforce login failed" in result.stderr and "SALESFORCE_PASSWORD" in result.stderr
     assert "wrong-password" not in result.stderr + result.stdout
+
+
+def test_a_report_export_named_by_commops_crm_csv_reconciles_like_salesforce_and_refuses_write_back(
+    sandbox, data_dir, tmp_path
+):
+    import csv
+
+    through_salesforce = reconcile(sandbox, data_dir)
+    columns = ["Id", "FirstName", "LastName", "Email", "Title", "Phone", "Department", "Account.Name",
+               "MailingCity", "MailingState", "MailingCountry", "LastModifiedDate", "KOL_Id__c"]
+    export = tmp_path / "contacts-report.csv"
+    with export.open("w", encoding="utf-8-sig", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        for contact in sandbox.standin.contacts():
+            writer.writerow(["" if contact.get(name) is None else contact[name] for name in columns])
+
+    env = {"COMMOPS_CRM_CSV": str(export)}
+    before = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        through_csv = run_reconciliation(data_dir=data_dir, instance=dg.DagsterInstance.ephemeral())
+        assert through_csv.source.startswith("csv ")
+        assert through_csv.counts == through_salesforce.counts
+        with pytest.raises(ReconcileError, match="CSV|csv|export"):
+            run_reconciliation(data_dir=data_dir, apply=True, instance=dg.DagsterInstance.ephemeral())
+    finally:
+        for name, value in before.items():
+            os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
+
+
+def test_the_readme_way_crm_sandbox_then_reconcile_from_another_shell(synced, data_dir):
+    """`commops crm sandbox` keeps a stand-in up and writes salesforce.env; `commops reconcile` with it exits 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SALESFORCE_") and k != "COMMOPS_CRM_CSV"}
+    env["COMMOPS_DATA_DIR"] = str(data_dir)
+    sandbox = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "crm", "sandbox", "--port", "0"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        lines = []
+        for line in sandbox.stdout:
+            lines.append(line)
+            if line.startswith("Ctrl-C stops it"):
+                break
+        output = "".join(lines)
+        assert "Salesforce stand-in: https://127.0.0.1:" in output, output + sandbox.stderr.read()
+        env_file = data_dir / "crm-sandbox" / "salesforce.env"
+        assert str(env_file.relative_to(data_dir)) in output or str(env_file) in output
+        password = dict(line.split("=", 1) for line in env_file.read_text().splitlines())["SALESFORCE_PASSWORD"]
+        assert password not in output
+        settings = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+        result = subprocess.run([sys.executable, "-m", "pipelines.cli", "reconcile"], env={**env, **settings},
+                                capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stderr
+        assert "matched" in result.stdout and "Report:" in result.stdout
+        assert (data_dir / "reports" / "reconciliation" / "latest.html").is_file()
+    finally:
+        sandbox.terminate()
+        sandbox.wait(timeout=30)
