@@ -293,26 +293,37 @@ class Churn:
     """Creates and archives KOLs at a fixed rate through the service's store (the activity
     simulator's own actions, so the outbox sees them as from the API), in a thread of this process."""
 
+    runs = 0
+
     def __init__(self, db: Path, per_second: float):
         from service.simulator import Simulator
         from service.store import db as store_db
 
-        self.sim = Simulator(db, per_second=per_second, random_seed=5)
+        Churn.runs += 1  # another seed per run: the same seed would generate the same (taken) emails again
+        self.sim = Simulator(db, per_second=per_second, random_seed=5 + Churn.runs)
         self.transaction = store_db.transaction
         self.per_second = per_second
-        self.created = self.archived = 0
+        self.created = self.archived = self.skipped = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
+        from service.simulator import _NOT_APPLICABLE
+
         conn = self.sim._connection()
         org_id = conn.execute("SELECT id FROM organizations ORDER BY id LIMIT 1").fetchone()[0]
         interval = 1 / self.per_second
-        while not self._stop.wait(interval):
-            with self.transaction(conn):
-                self.created += bool(self.sim._create_kol(conn, org_id))
-            with self.transaction(conn):
-                self.archived += bool(self.sim._archive_kol(conn, org_id))
+        next_at = time.monotonic() + interval
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            next_at += interval  # a fixed schedule: the time a change takes is not added to the interval
+            for action, counter in ((self.sim._create_kol, "created"), (self.sim._archive_kol, "archived")):
+                try:
+                    with self.transaction(conn):
+                        done = action(conn, org_id)
+                except _NOT_APPLICABLE:  # e.g. a generated email already taken: skipped, as the simulator does
+                    self.skipped += 1
+                    continue
+                setattr(self, counter, getattr(self, counter) + bool(done))
 
     def __enter__(self):
         self._thread.start()
@@ -336,7 +347,8 @@ def bench_hostile(db: Path, key: str, work: Path, churn_rate: float) -> dict:
                 if churn:
                     with Churn(copy, churn_rate) as changes:
                         result = run(served, key, work / f"{scenario}-{tool}")
-                    result["churn"] = {"created": changes.created, "archived": changes.archived}
+                    result["churn"] = {"created": changes.created, "archived": changes.archived,
+                                       "skipped": changes.skipped}
                 else:
                     result = run(served, key, work / f"{scenario}-{tool}")
                 result["truth"] = against_truth(result, truth(copy))
@@ -571,7 +583,9 @@ def write_page(results: dict, chart: str | None) -> str:
                 status = "yes" if x["exit"] == 0 else f"no (exit {x['exit']}: {x.get('error', '')[:140]})"
                 counts = x["server"]["counts"]
                 statuses = ", ".join(f"{k}: {n}" for k, n in sorted(counts.items()) if k != "requests")
-                lines.append(f"| {scenario} | {tool} | {status} | {fmt(x.get('seconds'), ' s')} | "
+                churned = x.get("churn")
+                label = f"{scenario} ({churned['created']} created, {churned['archived']} archived)" if churned else scenario
+                lines.append(f"| {label} | {tool} | {status} | {fmt(x.get('seconds'), ' s')} | "
                              f"{counts.get('requests')} ({statuses}) | {total('missing')} | {total('extra')} | "
                              f"{total('doubled')} | {total('stale')} |")
                 if detail:
