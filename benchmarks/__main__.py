@@ -63,6 +63,8 @@ FAULTS = {"fault_seed": 12, "fault_500_rate": 0.01, "fault_503_rate": 0.01, "fau
           "fault_truncate_rate": 0.01}
 CHURN_PER_SECOND = 2.0  # default of --churn: KOLs created and (as many) archived per second while a tool pages
 CHILD_TIMEOUT = 3600
+# A child (a tool's run) is killed above this resident memory: 60% of the machine's RAM
+MAX_CHILD_RSS_MB = 0.6 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
 
 
 # ---- the service, children, landed rows ------------------------------------------------------------
@@ -96,18 +98,33 @@ def service(db: Path, **settings):
 
 
 def child(argv: list[str], env: dict | None = None) -> dict:
-    """Run a child to its end: its exit status, own wall time, last stdout line as JSON when it is one."""
+    """Run a child to its end: its exit status, own wall time, last stdout line as JSON when it is one.
+    A child whose resident memory (with its own children) passes MAX_CHILD_RSS_MB is killed and marked
+    so: a tool that grows without bound must not take a shared machine down with it."""
     environment = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     environment.update({"RUNTIME__DLTHUB_TELEMETRY": "false", "RUNTIME__LOG_LEVEL": "WARNING", **(env or {})})
     started = time.perf_counter()
-    try:
-        out = subprocess.run(argv, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=CHILD_TIMEOUT,
-                             check=False)
-        code, stdout, stderr = out.returncode, out.stdout, out.stderr
-    except subprocess.TimeoutExpired as expired:
-        code, stdout, stderr = "timeout", expired.stdout or "", expired.stderr or ""
-        stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
-        stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(argv, cwd=ROOT, env=environment, stdout=out, stderr=err, text=True)
+        code, peak = None, 0.0
+        while code is None:
+            try:
+                code = process.wait(timeout=0.25)
+            except subprocess.TimeoutExpired:
+                peak = max(peak, _tree_rss_mb(process.pid))
+                if peak > MAX_CHILD_RSS_MB or time.perf_counter() - started > CHILD_TIMEOUT:
+                    why = (f"killed: resident memory over {MAX_CHILD_RSS_MB:,.0f} MB" if peak > MAX_CHILD_RSS_MB
+                           else f"killed: over {CHILD_TIMEOUT} s")
+                    for pid in _tree(process.pid)[::-1]:
+                        try:
+                            os.kill(pid, 9)
+                        except ProcessLookupError:
+                            pass
+                    process.wait()
+                    code = why
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     result = {"exit": code, "process_seconds": time.perf_counter() - started}
     lines = stdout.strip().splitlines()
     try:
@@ -115,12 +132,37 @@ def child(argv: list[str], env: dict | None = None) -> dict:
     except (IndexError, ValueError):
         pass
     if code != 0:
-        result["error"] = _last_error(stderr)
+        result["error"] = code if isinstance(code, str) else _last_error(stderr)
     result["stdout"] = stdout
     result.setdefault("seconds_note", "in-child run time" if "seconds" in result else "no figure from the child: process time")
     if "seconds" not in result:
         result["seconds"] = result["process_seconds"]
     return result
+
+
+def _tree(pid: int) -> list[int]:
+    """pid and its descendants (from /proc), parents first."""
+    pids, index = [pid], 0
+    while index < len(pids):
+        try:
+            text = Path(f"/proc/{pids[index]}/task/{pids[index]}/children").read_text()
+        except OSError:
+            text = ""
+        pids += [int(p) for p in text.split()]
+        index += 1
+    return pids
+
+
+def _tree_rss_mb(pid: int) -> float:
+    total = 0
+    for member in _tree(pid):
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
 
 
 def _last_error(stderr: str) -> str:
@@ -267,8 +309,8 @@ def bench_compare(db: Path, key: str, runs: int, work: Path) -> dict:
     summary = {}
     for name in ("bare", "ours", "dlt"):
         summary[name] = {
-            "seconds": median(p[name].get("seconds") for p in pairs),
-            "peak_rss_mb": median(p[name].get("peak_rss_mb") for p in pairs),
+            "seconds": median(p[name].get("seconds") for p in pairs if p[name]["exit"] == 0),  # finished runs
+            "peak_rss_mb": median(p[name].get("peak_rss_mb") for p in pairs if p[name]["exit"] == 0),
             "requests": median(p[name]["server"]["counts"].get("requests") for p in pairs),
             "finished": sum(p[name]["exit"] == 0 for p in pairs),
         }
@@ -413,8 +455,9 @@ def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path)
             bare = run_bare(served, key, _catalog_walks())
             ours = run_ours(served, key, directory / "ours")
             peer = run_dlt(served, key, directory / "dlt")
-        points.append({"kols": size, "ours": ours.get("seconds"), "dlt": peer.get("seconds"),
-                       "bare": bare.get("seconds"), "runs": 1})
+        done = lambda r: r.get("seconds") if r["exit"] == 0 else None  # noqa: E731
+        points.append({"kols": size, "ours": done(ours), "dlt": done(peer), "bare": done(bare), "runs": 1,
+                       "exits": {"ours": ours["exit"], "dlt": peer["exit"], "bare": bare["exit"]}})
         print(f"  {size} KOLs: ours {ours.get('seconds', 0):.1f}s, dlt {peer.get('seconds', 0):.1f}s", flush=True)
     return sorted(points, key=lambda p: p["kols"])
 
@@ -538,7 +581,9 @@ def write_page(results: dict, chart: str | None) -> str:
         "are counted by the service itself (every request received: retries, 429s and faulted attempts "
         "included). Ours is `run_sync` with KOL detail enrichment off; dlt is `benchmarks/peer_dlt.py` "
         "(rest_api source as dlt's docs configure it, merge on id, into DuckDB); the floor is nightly_sync.py's "
-        "bare concurrent fetch loop (every page fetched and dropped). Runs alternate bare, ours, dlt.",
+        "bare concurrent fetch loop (every page fetched and dropped). Runs alternate bare, ours, dlt. Medians "
+        "are over finished runs; a child whose resident memory passes 60% of the machine's RAM is killed and "
+        "counted as not finished.",
         "",
         "## Aims",
         "",
