@@ -1,6 +1,6 @@
 """The peer of the comparison: dlt 1.x's `rest_api` source loading the four lists into DuckDB.
 
-    .venv/bin/python -m benchmarks.peer_dlt BASE_URL API_KEY DUCKDB_FILE PIPELINES_DIR
+    .venv/bin/python -m benchmarks.peer_dlt BASE_URL API_KEY DUCKDB_FILE PIPELINES_DIR [LOADER_FILE_FORMAT]
 
 Configured as dlt's documentation recommends for a page-number API (RESTAPIConfig, BearerTokenAuth,
 `page_number` paginator, `data_selector: data`, merge on `id`), with per_page=100 as a param and no
@@ -9,7 +9,9 @@ total_pages; the other three lists stop after the first empty page (one extra re
 Archived KOLs are hidden from /kols unless is_archived=true, so a second resource reads them into
 the same `kols` table, as our sync's second walk does. Prints one JSON line: seconds (the pipeline
 run, imports excluded, as for our sync's child), peak RSS (this process and any workers it started),
-and the load info. Needs the `bench` extra: pip install -e '.[bench]'.
+and the load info. LOADER_FILE_FORMAT (e.g. parquet) is passed to pipeline.run; without it dlt uses
+its default for DuckDB (insert_values: SQL INSERT statements, whose load dominates the time and memory).
+Needs the `bench` extra: pip install -e '.[bench]'.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def config(base_url: str, api_key: str):
 
 def main() -> None:
     base_url, api_key, duckdb_file, pipelines_dir = sys.argv[1:5]
+    file_format = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] != "default" else None
     os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
     import dlt
     from dlt.sources.rest_api import rest_api_source
@@ -63,7 +66,7 @@ def main() -> None:
     started = time.perf_counter()
     pipeline = dlt.pipeline(pipeline_name="commops_bench", pipelines_dir=pipelines_dir,
                             destination=dlt.destinations.duckdb(credentials=duckdb_file), dataset_name="commops")
-    info = pipeline.run(rest_api_source(config(base_url, api_key)))
+    info = pipeline.run(rest_api_source(config(base_url, api_key)), loader_file_format=file_format)
     seconds = time.perf_counter() - started
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
