@@ -22,7 +22,8 @@ request it receives (benchmarks/counting.py), then runs the benchmarks chosen wi
   sizes       sync wall time against dataset size, both tools, one run per size (--sizes); chart
   ours        our own scripts: service_paging.py, receiver_throughput.py, incremental_sync.py,
               webhook_latency.py (starts dagster-daemon; skip it with --only), reconciliation.py
-              (run when present, else "not run")
+              (run when present, else "not run"); name single scripts in --only to run just those,
+              e.g. --only compare,service_paging leaves webhook_latency "not run"
 
 Prints a table per benchmark and writes docs/benchmarks.md (machine, versions, date, command line,
 the aims checked), docs/benchmarks.json (every raw figure) and docs/benchmarks-sync-time.png.
@@ -59,6 +60,7 @@ from benchmarks.counting import COUNTS_PATH, SERVE  # noqa: E402
 from benchmarks.nightly_sync import BARE, CONCURRENCY, SYNC, _catalog_walks, seed_service  # noqa: E402
 
 BENCHMARKS = ("compare", "hostile", "ratelimit", "sizes", "ours")
+OURS = ("service_paging", "receiver_throughput", "incremental_sync", "webhook_latency", "reconciliation")
 TABLES = ("kols", "campaigns", "products", "signals")
 DOCS = ROOT / "docs"
 FAULTS = {"fault_seed": 12, "fault_500_rate": 0.01, "fault_503_rate": 0.01, "fault_drop_rate": 0.01,
@@ -483,7 +485,7 @@ def bench_ours(args, work: Path) -> dict:
     results = {}
     for name, argv in scripts.items():
         if name in args.skip:
-            results[name] = {"status": "not run", "why": "skipped with --skip"}
+            results[name] = {"status": "not run", "why": "left out with --only / --skip"}
             continue
         if not (ROOT / argv[1]).exists():
             results[name] = {"status": "not run", "why": f"{argv[1]} is not in this branch"}
@@ -746,7 +748,8 @@ def main() -> None:
     parser.add_argument("--kols", type=int, help="KOLs seeded (default 100,000; --quick 10,000)")
     parser.add_argument("--runs", type=int, help="runs per tool (default 5; --quick 2)")
     parser.add_argument("--sizes", help="KOL counts for the chart, e.g. 10000,100000,300000 (default: 2500 and --kols)")
-    parser.add_argument("--only", help=f"comma-separated, of {','.join(BENCHMARKS)} (default: all)")
+    parser.add_argument("--only", help=f"comma-separated, of {','.join(BENCHMARKS)} or single scripts of 'ours' "
+                                       f"({','.join(OURS)}) (default: all)")
     parser.add_argument("--skip", default="", help="scripts of 'ours' not to run, e.g. webhook_latency")
     parser.add_argument("--rate-plan", default="starter", help="plan of the rate-limit benchmark (default starter)")
     parser.add_argument("--rate-window", type=float, default=2.0, help="rate window in seconds (default 2)")
@@ -770,9 +773,12 @@ def main() -> None:
     args.runs = args.runs or (2 if args.quick else 5)
     args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     only = [s.strip() for s in args.only.split(",")] if args.only else list(BENCHMARKS)
-    unknown = set(only) - set(BENCHMARKS)
+    unknown = set(only) - set(BENCHMARKS) - set(OURS)
     if unknown:
-        parser.error(f"--only: unknown {', '.join(sorted(unknown))}; choose from {', '.join(BENCHMARKS)}")
+        parser.error(f"--only: unknown {', '.join(sorted(unknown))}; choose from {', '.join(BENCHMARKS + OURS)}")
+    if set(only) & set(OURS):  # scripts of `ours` named one by one: those and no others
+        args.skip |= set(OURS) - set(only) if "ours" not in only else set()
+        only = [name for name in BENCHMARKS if name in only or name == "ours"]
     sizes = sorted({int(s) for s in args.sizes.split(",")}) if args.sizes else sorted({2_500, args.kols})
     try:
         import dlt  # noqa: F401
