@@ -18,7 +18,9 @@ from resources.settings import SettingsError
 
 
 def print_reconciliation(summary: ReconciliationSummary, console: Console) -> None:
-    table = Table(title=f"commops reconcile: {summary.kols:,} KOLs against {summary.contacts:,} contacts ({summary.source})")
+    console.print(f"commops reconcile: {summary.kols:,} KOLs against {summary.contacts:,} contacts from {summary.source}",
+                  soft_wrap=True)
+    table = Table()
     table.add_column("status")
     table.add_column("rows", justify="right")
     for status, count in summary.counts.items():
@@ -30,7 +32,8 @@ def print_reconciliation(summary: ReconciliationSummary, console: Console) -> No
         mode = "applied" if planned.get("applied") else "dry run (commops reconcile --apply writes them)"
         console.print(
             f"Write-back, {mode}: {planned.get('creates', 0):,} contacts to create, "
-            f"{planned.get('updates', 0):,} field updates; failed {planned.get('failed', 0):,}",
+            f"{planned.get('updates', 0):,} to update ({planned.get('fields', 0):,} fields in all); "
+            f"failed {planned.get('failed', 0):,}",
             soft_wrap=True,
         )
     console.print(f"Report:  {summary.report_html}", soft_wrap=True)

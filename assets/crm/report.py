@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,9 @@ import jinja2
 from assets.crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES
 
 HTML_ROWS_PER_STATUS = 500
+# Sections of the page: what needs a person first, the agreeing pairs last.
+PROBLEMS_FIRST = ("conflict", "missing_in_crm", "duplicate_in_crm", "id_conflict", "orphan_in_crm", "no_email",
+                  "duplicate_in_kols", "crm_only", "matched")
 TREND_RUNS = 30
 CSV_COLUMNS = (
     "status", "kol_id", "kol_primary", "crm_id", "external_id", "email_normalized", "kol_email", "crm_email",
@@ -37,9 +41,10 @@ SELECT status, kol_id, kol_primary, crm_id, external_id, email_normalized, kol_e
 FROM {RESULT_TABLE} ORDER BY status, kol_id NULLS LAST, crm_id"""
 
 
-def run_stamp(run_id: str) -> str:
-    """The run id as a file-name part."""
-    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in run_id)
+def run_stamp(run: dict[str, Any]) -> str:
+    """A file-name part that sorts by time and names the run: 2026-11-23T0408Z-64ce5f3a."""
+    short_id = "".join(ch for ch in str(run["run_id"]) if ch.isalnum())[:8]
+    return f"{run['reconciled_at'].astimezone(UTC):%Y-%m-%dT%H%MZ}-{short_id}"
 
 
 def write_csv(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
@@ -73,8 +78,10 @@ def _trend_svg(runs: list[dict[str, Any]]) -> str:
             for i, run in enumerate(runs)
         )
         parts.append(f'<polyline data-status="{status}" fill="none" stroke="{colours[status]}" stroke-width="2" points="{points}"/>')
+        parts.extend(f'<circle cx="{point.split(",")[0]}" cy="{point.split(",")[1]}" r="3" fill="{colours[status]}"/>'
+                     for point in points.split())  # a single run is a dot, not an empty chart
     for n, status in enumerate(STATUSES):
-        x = pad + n * 95
+        x = pad + n * 110
         parts.append(f'<rect x="{x}" y="{height + 8}" width="10" height="10" fill="{colours[status]}"/>'
                      f'<text x="{x + 14}" y="{height + 17}" font-size="11">{status}</text>')
     parts.append("</svg>")
@@ -83,7 +90,7 @@ def _trend_svg(runs: list[dict[str, Any]]) -> str:
 
 def _sections(conn: duckdb.DuckDBPyConnection, counts: dict[str, int], limit: int) -> list[dict[str, Any]]:
     sections = []
-    for status in STATUSES:
+    for status in PROBLEMS_FIRST:
         if not counts.get(status):
             continue
         rows = conn.execute(
@@ -118,7 +125,7 @@ def write_reports(
     directory.mkdir(parents=True, exist_ok=True)
     runs = _runs(conn, TREND_RUNS)
     run = runs[-1]
-    stamp = run_stamp(run["run_id"])
+    stamp = run_stamp(run)
     csv_path, html_path = directory / f"reconciliation-{stamp}.csv", directory / f"reconciliation-{stamp}.html"
     write_csv(conn, csv_path)
     counts = {status: int(run[status] or 0) for status in STATUSES}
