@@ -8,7 +8,7 @@ from typing import Any
 import dagster as dg
 
 from assets.analytics import build_analytics_asset
-from assets.crm.assets import CRM_ASSETS, NoCrmConfigured
+from assets.crm.assets import CRM_ASSETS
 from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
 from assets.progress import ProgressReporter
@@ -18,7 +18,7 @@ from pipelines.jobs import JOBS
 from pipelines.schedules import build_schedules
 from pipelines.sensors import SENSORS
 from resources.api import CommopsApiResource
-from resources.crm import CrmSettings, build_crm_resource
+from resources.crm import CrmSettings, NoCrmConfigured, build_crm_resource
 from resources.inbox import InboxResource
 from resources.lake import LakeResource
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, Settings, load_settings

@@ -22,7 +22,7 @@ from pipelines.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import CRM_RECONCILIATION
 from pipelines.in_process import QUIET_CONSOLE, failure_message, metadata_value
-from resources.crm import CrmSettings, build_crm_resource
+from resources.crm import NOT_CONFIGURED, CrmSettings, build_crm_resource
 from resources.settings import load_settings
 
 
@@ -53,10 +53,7 @@ def run_reconciliation(
     settings = load_settings(data_dir=data_dir)
     crm = build_crm_resource(CrmSettings())
     if crm is None:
-        raise ReconcileError(
-            "no CRM is configured: set SALESFORCE_USERNAME (with SALESFORCE_PASSWORD and SALESFORCE_SECURITY_TOKEN), "
-            "SALESFORCE_INSTANCE_URL with SALESFORCE_SESSION_ID, or COMMOPS_CRM_CSV (try `commops crm sandbox`)"
-        )
+        raise ReconcileError(NOT_CONFIGURED)
     resources = build_resources(settings, crm=crm)
     job = make_definitions(settings, resources).resolve_job_def(CRM_RECONCILIATION)
     started = datetime.now()

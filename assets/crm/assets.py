@@ -9,7 +9,6 @@ field policies allow and, only when its config says apply, sends them to the CRM
 or applied change is in crm_writeback_audit. The `analytics` asset publishes the tables after them.
 """
 
-
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,9 +17,8 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assets.crm import report, writeback
+from assets.crm import report, tables, writeback
 from assets.crm.reconcile import DEFAULT_RULES, reconcile
-from assets.crm import tables
 from assets.crm.tables import AUDIT_TABLE, RESULT_TABLE, STATUSES
 from assets.metadata import column_schema
 from assets.snapshot_date import snapshot_date as run_snapshot_date
@@ -55,21 +53,6 @@ class CrmSource(Protocol):
     def upsert_contacts(self, rows: Any) -> list: ...
 
     def update_contacts(self, rows: Any) -> list: ...
-
-
-class NoCrmConfigured:
-    """The `crm` resource when nothing is configured: the CRM assets fail with what to set."""
-
-    source_name = "none"
-    writable = False
-
-    def _fail(self, *args: object, **kwargs: object) -> Any:
-        raise CrmError(
-            "no CRM is configured: set SALESFORCE_USERNAME (with SALESFORCE_PASSWORD and SALESFORCE_SECURITY_TOKEN), "
-            "SALESFORCE_INSTANCE_URL with SALESFORCE_SESSION_ID, or COMMOPS_CRM_CSV (try `commops crm sandbox`)"
-        )
-
-    iter_contacts = upsert_contacts = update_contacts = _fail
 
 
 @dg.asset(

@@ -9,7 +9,7 @@ from resources.crm.csv_export import CrmCsvResource
 from resources.crm.errors import CrmError
 from resources.crm.mapping import CONTACT_SCHEMA, ContactMapping
 from resources.crm.salesforce import SalesforceResource, WriteResult
-from resources.crm.settings import CrmSettings, build_crm_resource
+from resources.crm.settings import NOT_CONFIGURED, CrmSettings, NoCrmConfigured, build_crm_resource
 
-__all__ = ["CONTACT_SCHEMA", "ContactMapping", "CrmCsvResource", "CrmError", "CrmSettings", "SalesforceResource",
-           "WriteResult", "build_crm_resource"]
+__all__ = ["CONTACT_SCHEMA", "NOT_CONFIGURED", "ContactMapping", "CrmCsvResource", "CrmError", "CrmSettings",
+           "NoCrmConfigured", "SalesforceResource", "WriteResult", "build_crm_resource"]

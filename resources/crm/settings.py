@@ -14,6 +14,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resources.crm.csv_export import CrmCsvResource
+from resources.crm.errors import CrmError
 from resources.crm.mapping import DEFAULT_EXTERNAL_ID_FIELD, parse_custom_fields
 from resources.crm.salesforce import SalesforceResource
 
@@ -37,6 +38,24 @@ class CrmSettings(BaseSettings):
     salesforce_bulk_threshold: int = Field(default=10_000, ge=0, description="Record count above which Bulk 2.0 is used.")
     salesforce_custom_fields: str = Field(default="", description='JSON {canonical name: "Field__c"}.')
     commops_crm_csv: str | None = Field(default=None, description="Salesforce report export to read instead of Salesforce.")
+
+
+NOT_CONFIGURED = (
+    "no CRM is configured: set SALESFORCE_USERNAME (with SALESFORCE_PASSWORD and SALESFORCE_SECURITY_TOKEN), "
+    "SALESFORCE_INSTANCE_URL with SALESFORCE_SESSION_ID, or COMMOPS_CRM_CSV (try `commops crm sandbox`)"
+)
+
+
+class NoCrmConfigured:
+    """The `crm` resource where nothing is configured: using it fails with what to set."""
+
+    source_name = "none"
+    writable = False
+
+    def _fail(self, *args: object, **kwargs: object) -> None:
+        raise CrmError(NOT_CONFIGURED)
+
+    iter_contacts = upsert_contacts = update_contacts = _fail
 
 
 def build_crm_resource(settings: CrmSettings | None = None) -> SalesforceResource | CrmCsvResource | None:
