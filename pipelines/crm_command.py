@@ -88,7 +88,7 @@ def sandbox(data_dir: str | None, port: int, discrepancy_rate: float, seed: int)
     finally:
         service.stop()
     click.echo(f"Salesforce stand-in: {box.standin.url} with {box.contacts:,} contacts "
-               f"(planted: {', '.join(f'{n} {status}' for status, n in sorted(box.planted.items()))})")
+               f"(the statuses they should get: {', '.join(f'{n} {s}' for s, n in sorted(box.planted.items()))})")
     click.echo(f"Its SALESFORCE_* settings (password included, mode 0600): {box.env_file}")
     click.echo(f"In another shell:  set -a; . {os.path.relpath(box.env_file)}; set +a; .venv/bin/commops reconcile")
     click.echo("Ctrl-C stops it (its contacts live in memory; the next start plants them anew).")
