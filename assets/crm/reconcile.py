@@ -243,28 +243,30 @@ WITH lone_kols AS (
   ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary) p ON p.email_kol = k.kol_id
 ),
 blocked_kols AS (
-  SELECT kol_id, name_key, kol_institution,
+  SELECT kol_id, name_key, crm_text(kol_institution) AS institution_key,
          regexp_extract(name_key, '([^ ]+)$', 1) AS last_token,
          left(regexp_replace(name_key, '^((dr|prof|mr|mrs|ms|md|phd) )+', ''), 1) AS initial
   FROM (SELECT *, crm_name(kol_name) AS name_key FROM lone_kols WHERE status = 'no_email')
   WHERE name_key IS NOT NULL
 ),
 blocked_contacts AS (
-  SELECT crm_id, crm_name, crm_email, crm_institution, crm_name(crm_name) AS full_key,
+  SELECT crm_id, crm_name(crm_name) AS full_key, crm_text(crm_institution) AS institution_key,
          regexp_extract(crm_name(last_name), '([^ ]+)$', 1) AS last_token, left(crm_name(first_name), 1) AS initial
   FROM _crm_rows WHERE status0 = 'crm_only' AND crm_name(last_name) IS NOT NULL
 ),
+-- A common name blocks many contacts with many KOLs: keys are computed per side, not per pair,
+-- and the pairs stay narrow (ids and score) until the top three are picked.
 scored AS (
-  SELECT b.kol_id, c.crm_id, c.crm_name, c.crm_email, c.crm_institution,
+  SELECT b.kol_id, c.crm_id,
          round(0.8 * jaro_winkler_similarity(b.name_key, c.full_key)
-               + 0.2 * coalesce(jaro_winkler_similarity(crm_text(b.kol_institution), crm_text(c.crm_institution)), 0), 3) AS score
+               + 0.2 * coalesce(jaro_winkler_similarity(b.institution_key, c.institution_key), 0), 3) AS score
   FROM blocked_kols b JOIN blocked_contacts c ON c.last_token = b.last_token AND c.initial = b.initial
   QUALIFY row_number() OVER (PARTITION BY b.kol_id ORDER BY score DESC, c.crm_id) <= 3
 ),
 candidates AS (
   SELECT kol_id, to_json(list({{'crm_id': crm_id, 'name': crm_name, 'email': crm_email,
                                 'institution': crm_institution, 'score': score}} ORDER BY score DESC, crm_id)) AS candidates
-  FROM scored GROUP BY kol_id
+  FROM scored JOIN _crm_rows USING (crm_id) GROUP BY kol_id
 )
 SELECT CASE WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
             ELSE status0 END AS status,
