@@ -150,7 +150,8 @@ def reconcile(
     _contact_rows(conn, mapping)
     conn.execute("BEGIN TRANSACTION")
     try:
-        conn.execute(f"DELETE FROM {RESULT_TABLE}")
+        # Recreated rather than emptied, so a table created before ZSTD_COLUMNS gets that layout.
+        ensure_tables(conn, replace=(RESULT_TABLE,))
         columns = ", ".join(column_names(RESULT_TABLE))
         conn.execute(
             f"INSERT INTO {RESULT_TABLE} ({columns}) SELECT {sql_literal(run_id)}, "
