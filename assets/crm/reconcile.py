@@ -195,22 +195,21 @@ SELECT email_n, min(kol_id) AS kol_id, count(*) AS kols FROM _crm_k WHERE email_
 
 
 def _contact_rows(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
-    """_crm_rows: one narrow row per contact (ids, status, kol_primary, the raw-difference flag),
-    in one join and one aggregate per KOL; _crm_diff: the differences of the pairs whose raw
-    values differ somewhere (normalized keys are computed only for those, a few percent of the
-    pairs). The wide columns are joined once, by _rows_sql, for the final rows: carrying them
-    through the joins and the aggregate made DuckDB spill at 1M rows."""
+    """_crm_rows: one narrow row per contact (ids, status, kol_primary), in one join and one
+    aggregate per KOL; _crm_diff: the differences of the pairs whose raw values differ somewhere
+    (normalized keys are computed only for those, a few percent of the pairs), in the one join
+    that brings the two sides' raw values together. The wide columns are joined once, by
+    _rows_sql, for the final rows: carrying them through the joins and the aggregate made DuckDB
+    spill at 1M rows."""
     raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
-    conn.execute(f"""
+    conn.execute("""
 CREATE OR REPLACE TEMP TABLE _crm_rows AS
 WITH classified AS MATERIALIZED (
   SELECT c.crm_id, e.kol_id AS email_kol,
-         k.kol_id IS NOT NULL AND NOT ({raw_equal}) AS raw_diff,
          CASE WHEN c.external_id IS NOT NULL AND x.kol_id IS NULL THEN 'orphan_in_crm'
               WHEN c.external_id IS NOT NULL AND c.external_id IS DISTINCT FROM e.kol_id THEN 'id_conflict'
               WHEN e.kol_id IS NULL THEN 'crm_only' END AS pre
   FROM _crm_c c LEFT JOIN _crm_e e ON e.email_n = c.email_n
-  LEFT JOIN _crm_k k ON k.kol_id = e.kol_id
   LEFT JOIN (SELECT kol_id FROM _crm_k) x ON x.kol_id = c.external_id
 ),
 -- Per KOL: its remaining (unclassified) contacts and the contact it is counted on. A hash
@@ -222,7 +221,7 @@ per_kol AS (
              AS primary_crm
   FROM classified WHERE email_kol IS NOT NULL GROUP BY email_kol
 )
-SELECT c.crm_id, c.email_kol, c.raw_diff, p.shared,
+SELECT c.crm_id, c.email_kol, p.shared,
        CASE WHEN c.email_kol IS NOT NULL THEN c.crm_id = p.primary_crm END AS kol_primary,
        CASE WHEN c.pre IS NOT NULL THEN c.pre WHEN p.shared > 1 THEN 'duplicate_in_crm' ELSE 'pair' END AS status0
 FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
@@ -230,7 +229,7 @@ FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
 CREATE OR REPLACE TEMP TABLE _crm_diff AS
 SELECT c.crm_id, {_differences_sql(rules)} AS differences
 FROM _crm_rows r JOIN _crm_c c USING (crm_id) JOIN _crm_k k ON k.kol_id = r.email_kol
-WHERE r.raw_diff""")
+WHERE NOT ({raw_equal})""")
 
 
 def _rows_sql() -> str:
