@@ -158,7 +158,8 @@ def register(conn: duckdb.DuckDBPyConnection) -> None:
         conn.create_function("crm_py_email", normalize_email, ["VARCHAR"], "VARCHAR", side_effects=False)
     if "crm_py_text" not in existing:
         conn.create_function("crm_py_text", normalize_text, ["VARCHAR"], "VARCHAR", side_effects=False)
-    countries = pa.table({"key": list(country_table()), "code": list(country_table().values())})
+    table = country_table()
+    countries = pa.table({"key": list(table), "code": list(table.values())})
     conn.register("crm_countries_arrow", countries)
     conn.execute("CREATE OR REPLACE TEMP TABLE crm_countries AS SELECT * FROM crm_countries_arrow")
     conn.unregister("crm_countries_arrow")

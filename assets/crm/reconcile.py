@@ -150,7 +150,8 @@ def reconcile(
     _contact_rows(conn, mapping)
     conn.execute("BEGIN TRANSACTION")
     try:
-        conn.execute(f"DELETE FROM {RESULT_TABLE}")
+        # Recreated rather than emptied, so a table created before ZSTD_COLUMNS gets that layout.
+        ensure_tables(conn, replace=(RESULT_TABLE,))
         columns = ", ".join(column_names(RESULT_TABLE))
         conn.execute(
             f"INSERT INTO {RESULT_TABLE} ({columns}) SELECT {sql_literal(run_id)}, "
@@ -194,25 +195,25 @@ SELECT email_n, min(kol_id) AS kol_id, count(*) AS kols FROM _crm_k WHERE email_
 
 
 def _contact_rows(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
-    """_crm_rows: one row per contact with its status, its email KOL's values and kol_primary, in
-    one join and one aggregate per KOL; _crm_diff: the differences of the pairs whose raw values
-    differ somewhere (normalized keys are computed only for those, a few percent of the pairs)."""
+    """_crm_rows: one narrow row per contact (ids, status, kol_primary), in one join and one
+    aggregate per KOL; _crm_diff: the differences of the pairs whose raw values differ somewhere
+    (normalized keys are computed only for those, a few percent of the pairs), in the one join
+    that brings the two sides' raw values together. The wide columns are joined once, by
+    _rows_sql, for the final rows: carrying them through the joins and the aggregate made DuckDB
+    spill at 1M rows."""
     raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
-    conn.execute(f"""
+    conn.execute("""
 CREATE OR REPLACE TEMP TABLE _crm_rows AS
 WITH classified AS MATERIALIZED (
-  SELECT c.crm_id, c.external_id, c.email_n, c.crm_email, c.crm_name, c.crm_institution, c.first_name, c.last_name,
-         e.kol_id AS email_kol, k.kol_email, k.kol_name, k.kol_institution,
-         k.kol_id IS NOT NULL AND NOT ({raw_equal}) AS raw_diff,
+  SELECT c.crm_id, e.kol_id AS email_kol,
          CASE WHEN c.external_id IS NOT NULL AND x.kol_id IS NULL THEN 'orphan_in_crm'
               WHEN c.external_id IS NOT NULL AND c.external_id IS DISTINCT FROM e.kol_id THEN 'id_conflict'
               WHEN e.kol_id IS NULL THEN 'crm_only' END AS pre
   FROM _crm_c c LEFT JOIN _crm_e e ON e.email_n = c.email_n
-  LEFT JOIN _crm_k k ON k.kol_id = e.kol_id
   LEFT JOIN (SELECT kol_id FROM _crm_k) x ON x.kol_id = c.external_id
 ),
 -- Per KOL: its remaining (unclassified) contacts and the contact it is counted on. A hash
--- aggregate joined back, not a window: windows sort every column of 1M wide rows.
+-- aggregate joined back, not a window: a window sorts every row.
 per_kol AS (
   SELECT email_kol, count(*) FILTER (WHERE pre IS NULL) AS shared,
          -- precedence digit + crm_id: a plain string min (arg_min over a struct key is several times slower)
@@ -220,7 +221,7 @@ per_kol AS (
              AS primary_crm
   FROM classified WHERE email_kol IS NOT NULL GROUP BY email_kol
 )
-SELECT c.* EXCLUDE (pre), p.shared,
+SELECT c.crm_id, c.email_kol, p.shared,
        CASE WHEN c.email_kol IS NOT NULL THEN c.crm_id = p.primary_crm END AS kol_primary,
        CASE WHEN c.pre IS NOT NULL THEN c.pre WHEN p.shared > 1 THEN 'duplicate_in_crm' ELSE 'pair' END AS status0
 FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
@@ -228,7 +229,7 @@ FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
 CREATE OR REPLACE TEMP TABLE _crm_diff AS
 SELECT c.crm_id, {_differences_sql(rules)} AS differences
 FROM _crm_rows r JOIN _crm_c c USING (crm_id) JOIN _crm_k k ON k.kol_id = r.email_kol
-WHERE r.raw_diff""")
+WHERE NOT ({raw_equal})""")
 
 
 def _rows_sql() -> str:
@@ -243,32 +244,36 @@ WITH lone_kols AS (
   ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary) p ON p.email_kol = k.kol_id
 ),
 blocked_kols AS (
-  SELECT kol_id, name_key, kol_institution,
+  SELECT kol_id, name_key, crm_text(kol_institution) AS institution_key,
          regexp_extract(name_key, '([^ ]+)$', 1) AS last_token,
          left(regexp_replace(name_key, '^((dr|prof|mr|mrs|ms|md|phd) )+', ''), 1) AS initial
   FROM (SELECT *, crm_name(kol_name) AS name_key FROM lone_kols WHERE status = 'no_email')
   WHERE name_key IS NOT NULL
 ),
 blocked_contacts AS (
-  SELECT crm_id, crm_name, crm_email, crm_institution, crm_name(crm_name) AS full_key,
+  SELECT crm_id, crm_name(crm_name) AS full_key, crm_text(crm_institution) AS institution_key,
          regexp_extract(crm_name(last_name), '([^ ]+)$', 1) AS last_token, left(crm_name(first_name), 1) AS initial
-  FROM _crm_rows WHERE status0 = 'crm_only' AND crm_name(last_name) IS NOT NULL
+  -- No WHERE on the keys: DuckDB would push it into the scan of every contact; a NULL
+  -- last_token (no last name) joins nothing anyway.
+  FROM _crm_c SEMI JOIN (SELECT crm_id FROM _crm_rows WHERE status0 = 'crm_only') USING (crm_id)
 ),
+-- A common name blocks many contacts with many KOLs: keys are computed per side, not per pair,
+-- and the pairs stay narrow (ids and score) until the top three are picked.
 scored AS (
-  SELECT b.kol_id, c.crm_id, c.crm_name, c.crm_email, c.crm_institution,
+  SELECT b.kol_id, c.crm_id,
          round(0.8 * jaro_winkler_similarity(b.name_key, c.full_key)
-               + 0.2 * coalesce(jaro_winkler_similarity(crm_text(b.kol_institution), crm_text(c.crm_institution)), 0), 3) AS score
+               + 0.2 * coalesce(jaro_winkler_similarity(b.institution_key, c.institution_key), 0), 3) AS score
   FROM blocked_kols b JOIN blocked_contacts c ON c.last_token = b.last_token AND c.initial = b.initial
   QUALIFY row_number() OVER (PARTITION BY b.kol_id ORDER BY score DESC, c.crm_id) <= 3
 ),
 candidates AS (
   SELECT kol_id, to_json(list({{'crm_id': crm_id, 'name': crm_name, 'email': crm_email,
                                 'institution': crm_institution, 'score': score}} ORDER BY score DESC, crm_id)) AS candidates
-  FROM scored GROUP BY kol_id
+  FROM scored JOIN _crm_c USING (crm_id) GROUP BY kol_id
 )
 SELECT CASE WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
             ELSE status0 END AS status,
-       email_kol AS kol_id, coalesce(kol_primary, false) AS kol_primary, crm_id, external_id, email_n AS email_normalized,
+       email_kol AS kol_id, coalesce(kol_primary, false) AS kol_primary, crm_id, external_id, c.email_n AS email_normalized,
        kol_email, crm_email, kol_name, crm_name, coalesce(kol_institution, crm_institution) AS institution,
        differences, NULL::JSON AS candidates,
        CASE status0
@@ -277,9 +282,10 @@ SELECT CASE WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matc
          WHEN 'id_conflict' THEN 'external id names ' || external_id || ', email '
                                  || coalesce('matches ' || email_kol, 'matches no KOL')
          WHEN 'duplicate_in_crm' THEN 'contacts sharing this email: ' || shared
-         WHEN 'crm_only' THEN CASE WHEN email_n IS NULL THEN 'contact has no email' END
+         WHEN 'crm_only' THEN CASE WHEN c.email_n IS NULL THEN 'contact has no email' END
        END AS note
-FROM _crm_rows LEFT JOIN _crm_diff USING (crm_id)
+FROM _crm_rows r JOIN _crm_c c USING (crm_id) LEFT JOIN _crm_k k ON k.kol_id = r.email_kol
+LEFT JOIN _crm_diff USING (crm_id)
 UNION ALL BY NAME
 SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external_id, l.email_n AS email_normalized,
        l.kol_email, NULL AS crm_email, l.kol_name, NULL AS crm_name, l.kol_institution AS institution,

@@ -88,11 +88,20 @@ TABLES: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
 )
 
 
-def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
-    """Create the three tables if missing and set their table and column comments."""
+# Strings unique to a row: DuckDB's default (DICT_FSST) analysis dominated writing the 1M-row
+# result (~0.5 s CPU per column); ZSTD writes them about 3x faster and smaller.
+ZSTD_COLUMNS = {RESULT_TABLE: frozenset({"kol_id", "crm_id", "external_id", "email_normalized", "kol_email", "crm_email"})}
+
+
+def ensure_tables(conn: duckdb.DuckDBPyConnection, replace: tuple[str, ...] = ()) -> None:
+    """Create the three tables if missing (those in `replace` anew, empty) and set their table and
+    column comments."""
     for table, description, columns in TABLES:
-        body = ", ".join(f'"{name}" {type_}' for name, type_, _ in columns)
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body})")
+        zstd = ZSTD_COLUMNS.get(table, frozenset())
+        body = ", ".join(f'"{name}" {type_}' + (" USING COMPRESSION zstd" if name in zstd else "")
+                         for name, type_, _ in columns)
+        create = "CREATE OR REPLACE TABLE" if table in replace else "CREATE TABLE IF NOT EXISTS"
+        conn.execute(f"{create} {table} ({body})")
         conn.execute(f"COMMENT ON TABLE {table} IS {sql_literal(description)}")
         for name, _, comment in columns:
             conn.execute(f'COMMENT ON COLUMN {table}."{name}" IS {sql_literal(comment)}')
