@@ -8,15 +8,14 @@ become numbers), UTF-8 with or without BOM. Headers are API names (Id, FirstName
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import dagster as dg
 import pyarrow as pa
 import pyarrow.csv as pacsv
-from pydantic import Field, field_validator
+from pydantic import Field
 
+from resources.crm.base import MappedCrmResource
 from resources.crm.errors import CrmError
 from resources.crm.mapping import REQUIRED_EXPORT_FIELDS, ContactMapping, parse_custom_fields, to_batch
 
@@ -29,19 +28,10 @@ REPORT_HEADERS = {
 }
 
 
-class CrmCsvResource(dg.ConfigurableResource):
+class CrmCsvResource(MappedCrmResource):
     """A Salesforce contact export at `path` (COMMOPS_CRM_CSV), with the same mapping as SalesforceResource."""
 
     path: str = Field(description="CSV file of a Salesforce contact report export (COMMOPS_CRM_CSV).")
-    external_id_field: str | None = Field(default="KOL_Id__c", description="Column of the KOL id, when exported.")
-    custom_fields: str = Field(default="", description='JSON object {canonical name: "Field__c"} (SALESFORCE_CUSTOM_FIELDS).')
-
-    @field_validator("custom_fields", mode="before")
-    @classmethod
-    def _json_text(cls, value: object) -> object:
-        if isinstance(value, dict):
-            return json.dumps(value, sort_keys=True)
-        return value
 
     @property
     def source_name(self) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -19,7 +18,7 @@ from urllib.parse import quote
 import dagster as dg
 import pyarrow as pa
 import requests
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import Field, PrivateAttr
 from requests.adapters import HTTPAdapter
 from simple_salesforce import Salesforce, SalesforceLogin, format_soql
 from simple_salesforce.exceptions import (
@@ -33,6 +32,7 @@ from simple_salesforce.exceptions import (
 )
 from urllib3.util.retry import Retry
 
+from resources.crm.base import MappedCrmResource
 from resources.crm.errors import CrmError
 from resources.crm.mapping import ContactMapping, parse_custom_fields, to_batch
 
@@ -83,7 +83,7 @@ def http_session(ca_bundle: str | None, timeout: float, max_retries: int) -> req
     return session
 
 
-class SalesforceResource(dg.ConfigurableResource):
+class SalesforceResource(MappedCrmResource):
     """Salesforce Contacts. Log in with username + password + security token (`domain`, or `login_url` for a
     non-standard host), or give `instance_url` + `session_id`. Secrets only as dg.EnvVar("SALESFORCE_PASSWORD"),
     dg.EnvVar("SALESFORCE_SECURITY_TOKEN"), dg.EnvVar("SALESFORCE_SESSION_ID"); never logged."""
@@ -101,20 +101,10 @@ class SalesforceResource(dg.ConfigurableResource):
     max_retries: int = Field(default=3, description="Retries after connect/read errors and 502/503/504.")
     bulk_threshold: int = Field(default=10_000, description="Record count above which reads and writes use Bulk API 2.0.")
     bulk_wait_seconds: int = Field(default=2, description="Pause before polling a Bulk 2.0 job (each poll is an API call).")
-    external_id_field: str | None = Field(default="KOL_Id__c", description="External-id field holding the KOL id (SALESFORCE_EXTERNAL_ID_FIELD).")
-    custom_fields: str = Field(default="", description='JSON object {canonical name: "Field__c"} (SALESFORCE_CUSTOM_FIELDS).')
 
     _client: Salesforce | None = PrivateAttr(default=None)
     _http: requests.Session | None = PrivateAttr(default=None)
     _mapping: ContactMapping | None = PrivateAttr(default=None)
-
-    @field_validator("custom_fields", mode="before")
-    @classmethod
-    def _json_text(cls, value: object) -> object:
-        """A dict is accepted and kept as JSON text (Dagster config stores scalars)."""
-        if isinstance(value, dict):
-            return json.dumps(value, sort_keys=True)
-        return value
 
     # --- connection ----------------------------------------------------------------------------------
 
