@@ -32,7 +32,7 @@ def print_reconciliation(summary: ReconciliationSummary, console: Console) -> No
         mode = "applied" if planned.get("applied") else "dry run (commops reconcile --apply writes them)"
         console.print(
             f"Write-back, {mode}: {planned.get('creates', 0):,} contacts to create, "
-            f"{planned.get('updates', 0):,} to update ({planned.get('fields', 0):,} fields in all); "
+            f"{planned.get('updates', 0):,} to update ({planned.get('fields', 0):,} field values in all); "
             f"failed {planned.get('failed', 0):,}",
             soft_wrap=True,
         )
