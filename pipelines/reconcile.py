@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from pydantic import ValidationError
 
 from assets.crm.assets import RECONCILIATION_KEY, WRITEBACK_KEY, WRITEBACK_OP
 from assets.crm.tables import STATUSES
@@ -51,7 +52,12 @@ def run_reconciliation(
     """Extract the CRM's contacts, reconcile them with the warehouse's KOLs, write the reports and
     plan the write-back (`apply=True` also performs it). The CRM comes from the environment."""
     settings = load_settings(data_dir=data_dir)
-    crm = build_crm_resource(CrmSettings())
+    try:
+        crm = build_crm_resource(CrmSettings())
+    except ValidationError as error:
+        problem = error.errors()[0]
+        name = str(problem["loc"][0]).upper()
+        raise ReconcileError(f"{name}={os.environ.get(name)!r}: {problem['msg']}") from None
     if crm is None:
         raise ReconcileError(NOT_CONFIGURED)
     resources = build_resources(settings, crm=crm)

@@ -203,3 +203,10 @@ def test_the_readme_way_crm_sandbox_then_reconcile_from_another_shell(synced, da
         except subprocess.TimeoutExpired:  # SIGTERM is ignored where the test runner's parent ignored it
             sandbox.kill()
             sandbox.wait(timeout=30)
+
+
+def test_an_invalid_salesforce_setting_is_named_in_one_line(data_dir, monkeypatch):
+    monkeypatch.setenv("SALESFORCE_USERNAME", "ops@example.org")
+    monkeypatch.setenv("SALESFORCE_BULK_THRESHOLD", "lots")
+    with pytest.raises(ReconcileError, match=r"^SALESFORCE_BULK_THRESHOLD='lots': .*integer"):
+        run_reconciliation(data_dir=data_dir, instance=dg.DagsterInstance.ephemeral())
