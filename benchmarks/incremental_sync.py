@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sqlite3
 import subprocess
 import sys
 import tempfile

@@ -8,7 +8,6 @@ import sys
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
 
 import click
 import dagster as dg

@@ -109,6 +109,11 @@ class Org:
         return salesforce_id(prefix, next(self._job_numbers))
 
 
+
+def advance(job: Job) -> None:
+    """One status poll moves a job one step, like a job the platform picks up and then finishes."""
+    job.state = {"UploadComplete": "InProgress", "InProgress": "JobComplete"}.get(job.state, job.state)
+
 def error(status: int, code: str, message: str, fields: list[str] | None = None) -> JSONResponse:
     body: dict = {"message": message, "errorCode": code}
     if fields:
@@ -398,8 +403,7 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
         job = org.jobs.get(job_id)
         if job is None:
             return error(404, "NOT_FOUND", "The requested resource does not exist")
-        # one poll per step, like a job the platform picks up and then finishes
-        job.state = {"UploadComplete": "InProgress", "InProgress": "JobComplete"}.get(job.state, job.state)
+        advance(job)
         return JSONResponse(job_json(job, version, True))
 
     @app.get("/services/data/v{version}/jobs/query/{job_id}/results")
@@ -510,7 +514,7 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
         job = org.jobs.get(job_id)
         if job is None:
             return error(404, "NOT_FOUND", "The requested resource does not exist")
-        job.state = {"UploadComplete": "InProgress", "InProgress": "JobComplete"}.get(job.state, job.state)
+        advance(job)
         return JSONResponse(job_json(job, version, False))
 
     def results_csv(first: list[str], rows: list[tuple], header: list[str]) -> Response:

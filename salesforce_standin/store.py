@@ -160,7 +160,7 @@ class ContactStore:
                                  "this field and verify that it is read/write for your profile or permission set.", [spec.name])
             value = None if raw in ("", None) else raw
             if value is not None and spec.type == "reference" and value not in self.accounts:
-                raise StoreError("INVALID_CROSS_REFERENCE_KEY", f"invalid cross reference id", [spec.name])
+                raise StoreError("INVALID_CROSS_REFERENCE_KEY", "invalid cross reference id", [spec.name])
             if value is not None and spec.type == "email":
                 value = str(value).strip().lower()
             if value is not None and not isinstance(value, (str, bool, int, float)):

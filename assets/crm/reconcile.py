@@ -234,7 +234,7 @@ WHERE NOT ({raw_equal})""")
 
 def _rows_sql() -> str:
     """Every output row (status .. note) from the staged tables."""
-    return f"""
+    return """
 WITH lone_kols AS (
   SELECT k.*, e.kol_id AS email_first,
          CASE WHEN k.email_n IS NULL THEN 'no_email'
@@ -267,8 +267,8 @@ scored AS (
   QUALIFY row_number() OVER (PARTITION BY b.kol_id ORDER BY score DESC, c.crm_id) <= 3
 ),
 candidates AS (
-  SELECT kol_id, to_json(list({{'crm_id': crm_id, 'name': crm_name, 'email': crm_email,
-                                'institution': crm_institution, 'score': score}} ORDER BY score DESC, crm_id)) AS candidates
+  SELECT kol_id, to_json(list({'crm_id': crm_id, 'name': crm_name, 'email': crm_email,
+                                'institution': crm_institution, 'score': score} ORDER BY score DESC, crm_id)) AS candidates
   FROM scored JOIN _crm_c USING (crm_id) GROUP BY kol_id
 )
 SELECT CASE WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
