@@ -2,9 +2,9 @@
 
     .venv/bin/pip install -q -e '.[dev,bench]'                # dlt and matplotlib: the `bench` extra
     .venv/bin/python -m benchmarks --quick                     # smoke run: 10,000 KOLs, 2 runs (development)
-    .venv/bin/python -m benchmarks --kols 100000 --runs 5 --sizes 10000,100000,300000   # the full run
+    .venv/bin/python -m benchmarks --kols 100000 --runs 5 --sizes 10000,100000,300000 --size-timeout 900  # full run
     .venv/bin/python -m benchmarks --quick --only compare,hostile   # selected benchmarks only
-    .venv/bin/python -m benchmarks --dlt-format parquet ...     # dlt with loader_file_format="parquet"
+    .venv/bin/python -m benchmarks --merge --only hostile ...   # measure one part again, keep the others' figures
     .venv/bin/python -m benchmarks --render                     # the page and chart again from docs/benchmarks.json
 
 Seeds the local service at --kols KOLs (campaigns, products, signals and events scaled as in
@@ -12,29 +12,34 @@ nightly_sync.py: 5% / 0.5% / 100% / 2% of the KOLs), serves it in a child proces
 request it receives (benchmarks/counting.py), then runs the benchmarks chosen with --only:
 
   compare     our full sync (`run_sync`, KOL details off), dlt's rest_api pipeline
-              (benchmarks/peer_dlt.py) and the bare concurrent fetch loop of nightly_sync.py (the floor),
-              alternating, --runs times each, each in its own child process: wall time, peak RSS,
-              HTTP requests (server side), rows landed per table (unequal rows: the pair is VOID)
-  hostile     both tools against injected faults (500/503, dropped connections, truncated bodies) and
-              against KOLs created and archived while paging; landed rows vs the service's truth
-  ratelimit   both tools under the starter plan's limit in a short window (--rate-window, default 2 s):
-              wall time vs the floor (pages / limit per window x window), 429s met, finished or not
-  sizes       sync wall time against dataset size, both tools, one run per size (--sizes); chart
+              (benchmarks/peer_dlt.py) once per loader file format of --dlt-format (default: dlt's
+              own default for DuckDB, insert_values, and parquet, which dlt's DuckDB page suggests)
+              and the bare concurrent fetch loop of nightly_sync.py (the floor), alternating, --runs
+              times each, each in its own child process: wall time, peak RSS, HTTP requests (server
+              side), rows landed per table (unequal rows: the pair is VOID)
+  hostile     ours and dlt (--hostile-dlt-format, default parquet) against injected faults (500/503,
+              dropped connections, truncated bodies) and against KOLs created and archived while
+              paging; landed rows vs the service's truth
+  ratelimit   the same tools under the starter plan's limit in a short window (--rate-window, default
+              2 s): wall time vs the floor (pages / limit per window x window), 429s met, finished or not
+  sizes       sync wall time against dataset size, every tool, one run per size (--sizes), each killed
+              after --size-timeout s; chart
   ours        our own scripts: service_paging.py, receiver_throughput.py, incremental_sync.py,
               webhook_latency.py (starts dagster-daemon; skip it with --only), reconciliation.py
               (run when present, else "not run"); name single scripts in --only to run just those,
               e.g. --only compare,service_paging leaves webhook_latency "not run"
 
-Prints a table per benchmark and writes docs/benchmarks.md (machine, versions, date, command line,
-the aims checked), docs/benchmarks.json (every raw figure) and docs/benchmarks-sync-time.png.
-Needs the `bench` extra (dlt, matplotlib). Two cores are enough, but do not run it beside other
-measurements: it uses both.
+Prints a table per benchmark and writes docs/benchmarks.md (machine, versions, date, command lines,
+the aims checked), docs/benchmarks.json (every raw figure, saved after each benchmark, so a failure
+loses only its own) and docs/benchmarks-sync-time.png. Needs the `bench` extra (dlt, matplotlib).
+Two cores are enough, but do not run it beside other measurements: it uses both.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -101,10 +106,12 @@ def service(db: Path, **settings):
         served.stop()
 
 
-def child(argv: list[str], env: dict | None = None) -> dict:
+def child(argv: list[str], env: dict | None = None, timeout: float | None = None) -> dict:
     """Run a child to its end: its exit status, own wall time, last stdout line as JSON when it is one.
-    A child whose resident memory (with its own children) passes MAX_CHILD_RSS_MB is killed and marked
-    so: a tool that grows without bound must not take a shared machine down with it."""
+    A child whose resident memory (with its own children) passes MAX_CHILD_RSS_MB, or that runs longer
+    than `timeout` seconds (default CHILD_TIMEOUT), is killed and marked so: a tool that grows without
+    bound must not take a shared machine down with it."""
+    timeout = timeout or CHILD_TIMEOUT
     environment = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     environment.update({"RUNTIME__DLTHUB_TELEMETRY": "false", "RUNTIME__LOG_LEVEL": "WARNING", **(env or {})})
     started = time.perf_counter()
@@ -116,9 +123,9 @@ def child(argv: list[str], env: dict | None = None) -> dict:
                 code = process.wait(timeout=0.25)
             except subprocess.TimeoutExpired:
                 peak = max(peak, _tree_rss_mb(process.pid))
-                if peak > MAX_CHILD_RSS_MB or time.perf_counter() - started > CHILD_TIMEOUT:
+                if peak > MAX_CHILD_RSS_MB or time.perf_counter() - started > timeout:
                     why = (f"killed: resident memory over {MAX_CHILD_RSS_MB:,.0f} MB" if peak > MAX_CHILD_RSS_MB
-                           else f"killed: over {CHILD_TIMEOUT} s")
+                           else f"killed: over {timeout:.0f} s")
                     for pid in _tree(process.pid)[::-1]:
                         try:
                             os.kill(pid, 9)
@@ -129,7 +136,7 @@ def child(argv: list[str], env: dict | None = None) -> dict:
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
-    result = {"exit": code, "process_seconds": time.perf_counter() - started}
+    result = {"exit": code, "process_seconds": time.perf_counter() - started, "sampled_rss_mb": peak}
     lines = stdout.strip().splitlines()
     try:
         result.update(json.loads(lines[-1]))
@@ -175,30 +182,54 @@ def _last_error(stderr: str) -> str:
     return (errors or lines or ["(no output)"])[-1].strip()[:300]
 
 
-def run_ours(served: Service, key: str, data_dir: Path) -> dict:
-    result = child([sys.executable, "-c", SYNC, served.base_url, key, str(data_dir), "0", str(CONCURRENCY)])
+def run_ours(served: Service, key: str, data_dir: Path, timeout: float | None = None) -> dict:
+    result = child([sys.executable, "-c", SYNC, served.base_url, key, str(data_dir), "0", str(CONCURRENCY)],
+                   timeout=timeout)
     result.pop("stdout", None)
     result["server"] = served.counts()
     result["landed"] = landed(data_dir / "warehouse.duckdb", "main")
     return result
 
 
-DLT_FORMAT = "default"  # set from --dlt-format
+FORMAT_LABELS = {
+    "default": "insert_values, dlt's default for DuckDB",
+    "insert_values": "insert_values",
+    "parquet": "parquet, as dlt's DuckDB page suggests",
+    "jsonl": "jsonl",
+}
 
 
-def run_dlt(served: Service, key: str, directory: Path) -> dict:
+def peer_name(file_format: str) -> str:
+    """The tool name of dlt with a loader file format: `dlt` (its default) or `dlt-parquet`, ..."""
+    return "dlt" if file_format == "default" else f"dlt-{file_format}"
+
+
+def peer_label(name: str) -> str:
+    file_format = "default" if name == "dlt" else name.removeprefix("dlt-")
+    return f"dlt rest_api ({FORMAT_LABELS.get(file_format, file_format)})"
+
+
+def run_dlt(served: Service, key: str, directory: Path, file_format: str = "default",
+            timeout: float | None = None) -> dict:
     directory.mkdir(parents=True, exist_ok=True)
     database = directory / "dlt.duckdb"
     result = child([sys.executable, "-m", "benchmarks.peer_dlt", served.base_url, key, str(database),
-                    str(directory / "pipelines"), DLT_FORMAT])
+                    str(directory / "pipelines"), file_format], timeout=timeout)
     result.pop("stdout", None)
     result["server"] = served.counts()
     result["landed"] = landed(database, "commops")
     return result
 
 
-def run_bare(served: Service, key: str, walks: str) -> dict:
-    result = child([sys.executable, "-c", BARE, served.base_url, key, str(CONCURRENCY), walks])
+def tools(formats: list[str]) -> list[tuple[str, object]]:
+    """(name, runner) for our sync and dlt with each loader file format."""
+    peers = [(peer_name(f), lambda served, key, directory, timeout=None, f=f: run_dlt(served, key, directory, f, timeout))
+             for f in formats]
+    return [("ours", run_ours), *peers]
+
+
+def run_bare(served: Service, key: str, walks: str, timeout: float | None = None) -> dict:
+    result = child([sys.executable, "-c", BARE, served.base_url, key, str(CONCURRENCY), walks], timeout=timeout)
     result.pop("stdout", None)
     result["server"] = served.counts()
     return result
@@ -294,44 +325,55 @@ def strip_state(value):
 
 # ---- benchmarks ------------------------------------------------------------------------------------
 
-def bench_compare(db: Path, key: str, runs: int, work: Path) -> dict:
+def bench_compare(db: Path, key: str, runs: int, work: Path, formats: list[str]) -> dict:
     walks = _catalog_walks()
+    peers = [peer_name(f) for f in formats]
     pairs = []
     with service(db, rate_limits_enabled=False) as served:
         run_bare(served, key, walks)  # warm-up: the service's caches, not measured
         for run in range(runs):
-            bare = run_bare(served, key, walks)
-            ours = run_ours(served, key, work / f"ours-{run}")
-            peer = run_dlt(served, key, work / f"dlt-{run}")
-            differ = [t for t in TABLES if rows_of(ours)[t] != rows_of(peer)[t]]
-            pairs.append({"bare": bare, "ours": ours, "dlt": peer, "void_tables": differ})
-            print(f"  run {run + 1}: bare {bare.get('seconds', 0):.1f}s | ours {ours.get('seconds', 0):.1f}s "
-                  f"{ours.get('peak_rss_mb', 0):.0f} MB {ours['server']['counts'].get('requests')} req exit {ours['exit']} | "
-                  f"dlt {peer.get('seconds', 0):.1f}s {peer.get('peak_rss_mb', 0):.0f} MB "
-                  f"{peer['server']['counts'].get('requests')} req exit {peer['exit']}"
-                  + (f" | VOID: rows differ in {', '.join(differ)}" if differ else ""), flush=True)
-    for name in ("bare", "ours", "dlt"):
-        for p in pairs:
-            p[name].pop("landed", None) if name == "bare" else None
+            measured = {"bare": run_bare(served, key, walks)}
+            for name, runner in tools(formats):
+                measured[name] = runner(served, key, work / f"{name}-{run}")
+            measured["bare"].pop("landed", None)
+            ours = measured["ours"]
+            measured["void_tables"] = {peer: [t for t in TABLES if rows_of(ours)[t] != rows_of(measured[peer])[t]]
+                                       for peer in peers}
+            pairs.append(measured)
+            print(f"  run {run + 1}: " + " | ".join(_run_line(name, measured[name]) for name in ("bare", "ours", *peers))
+                  + "".join(f" | VOID {peer}: rows differ in {', '.join(t)}"
+                            for peer, t in measured["void_tables"].items() if t), flush=True)
     summary = {}
-    for name in ("bare", "ours", "dlt"):
+    for name in ("bare", "ours", *peers):
         summary[name] = {
             "seconds": median(p[name].get("seconds") for p in pairs if p[name]["exit"] == 0),  # finished runs
             "peak_rss_mb": median(p[name].get("peak_rss_mb") for p in pairs if p[name]["exit"] == 0),
             "requests": median(p[name]["server"]["counts"].get("requests") for p in pairs),
             "finished": sum(p[name]["exit"] == 0 for p in pairs),
+            "exits": [p[name]["exit"] for p in pairs],
         }
-    for name in ("ours", "dlt"):
-        summary[name]["rows"] = rows_of(pairs[-1][name])
-    summary["ratios"] = {
-        "dlt_over_ours_seconds": [_ratio(p["dlt"].get("seconds"), p["ours"].get("seconds")) for p in pairs],
-        "dlt_over_ours_rss": [_ratio(p["dlt"].get("peak_rss_mb"), p["ours"].get("peak_rss_mb")) for p in pairs],
-        "dlt_over_ours_requests": [_ratio(p["dlt"]["server"]["counts"].get("requests"),
-                                          p["ours"]["server"]["counts"].get("requests")) for p in pairs],
-        "ours_over_bare_seconds": [_ratio(p["ours"].get("seconds"), p["bare"].get("seconds")) for p in pairs],
-    }
-    summary["void"] = sorted({t for p in pairs for t in p["void_tables"]})
-    return {"runs": pairs, "summary": summary}
+        if name != "bare":
+            summary[name]["rows"] = rows_of(pairs[-1][name])
+    summary["ratios"] = {"ours_over_bare_seconds": [_ratio(p["ours"].get("seconds"), p["bare"].get("seconds"))
+                                                     for p in pairs]}
+    for peer in peers:
+        finished = [p for p in pairs if p[peer]["exit"] == 0]
+        summary["ratios"][f"{peer}_over_ours_seconds"] = [_ratio(p[peer].get("seconds"), p["ours"].get("seconds"))
+                                                          for p in finished]
+        summary["ratios"][f"{peer}_over_ours_rss"] = [_ratio(p[peer].get("peak_rss_mb"), p["ours"].get("peak_rss_mb"))
+                                                      for p in finished]
+        summary["ratios"][f"{peer}_over_ours_requests"] = [
+            _ratio(p[peer]["server"]["counts"].get("requests"), p["ours"]["server"]["counts"].get("requests"))
+            for p in finished]
+    summary["void"] = {peer: sorted({t for p in pairs if p[peer]["exit"] == 0 for t in p["void_tables"][peer]})
+                       for peer in peers}
+    return {"runs": pairs, "peers": peers, "summary": summary}
+
+
+def _run_line(name: str, result: dict) -> str:
+    requests = result["server"]["counts"].get("requests")
+    line = f"{name} {result.get('seconds', 0):.1f}s {result.get('peak_rss_mb', 0):.0f} MB {requests} req"
+    return line + ("" if result["exit"] == 0 else f" exit {result['exit']}")
 
 
 def _ratio(a, b):
@@ -384,7 +426,7 @@ class Churn:
         self.sim.stop()
 
 
-def bench_hostile(db: Path, key: str, work: Path, churn_rate: float) -> dict:
+def bench_hostile(db: Path, key: str, work: Path, churn_rate: float, formats: list[str]) -> dict:
     scenarios = {}
     for scenario, settings, churn in (("faults", {"rate_limits_enabled": False, **FAULTS}, False),
                                       ("churn", {"rate_limits_enabled": False}, True)):
@@ -392,7 +434,7 @@ def bench_hostile(db: Path, key: str, work: Path, churn_rate: float) -> dict:
         shutil.copy(db, copy)
         results = {}
         with service(copy, **settings) as served:
-            for tool, run in (("ours", run_ours), ("dlt", run_dlt)):
+            for tool, run in tools(formats):
                 if churn:
                     with Churn(copy, churn_rate) as changes:
                         result = run(served, key, work / f"{scenario}-{tool}")
@@ -405,11 +447,12 @@ def bench_hostile(db: Path, key: str, work: Path, churn_rate: float) -> dict:
                 print(f"  {scenario} {tool}: exit {result['exit']} {result.get('error', '')[:120]} "
                       f"requests {result['server']['counts']} vs truth {result['truth']}", flush=True)
         scenarios[scenario] = {"settings": settings, "churn_per_second": churn_rate if churn else 0,
-                               **results}
+                               "tools": list(results), **results}
     return scenarios
 
 
-def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pages: int | None) -> dict:
+def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pages: int | None,
+                    formats: list[str]) -> dict:
     from commops_spec.constants import PLANS
 
     copy = work / "ratelimit.db"
@@ -422,7 +465,7 @@ def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pa
     with service(copy, rate_limits_enabled=True, rate_window_seconds=window, day_window_seconds=window) as served:
         time.sleep(window)  # let the seeding's window pass
         served.counts()
-        for tool, run in (("ours", run_ours), ("dlt", run_dlt)):
+        for tool, run in tools(formats):
             time.sleep(window)  # a fresh window for each tool
             served.counts()
             result = run(served, key, work / f"ratelimit-{tool}")
@@ -444,29 +487,39 @@ def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pa
         result["floor_seconds"] = floor
         result["over_floor"] = _ratio(result.get("seconds"), floor)
     return {"plan": plan, "limit_per_window": limit, "window_seconds": window, "pages": needed,
-            "floor_seconds": floor, **results}
+            "floor_seconds": floor, "tools": list(results), **results}
 
 
-def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path) -> list[dict]:
+def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path, formats: list[str],
+                timeout: float) -> list[dict]:
+    """One run per size and tool; a tool that does not finish within `timeout` s is killed and shown so."""
     points = []
     for size in sizes:
         if main and size == main_kols:
             s = main["summary"]
-            points.append({"kols": size, "ours": s["ours"]["seconds"], "dlt": s["dlt"]["seconds"],
-                           "bare": s["bare"]["seconds"], "runs": len(main["runs"])})
+            names = ("bare", "ours", *main["peers"])
+            points.append({"kols": size, "runs": len(main["runs"]), **{name: s[name]["seconds"] for name in names},
+                           "exits": {name: _first_failure(s[name]["exits"]) for name in names}})
             continue
         directory = work / f"size-{size}"
         directory.mkdir()
         db, key = seed_service(directory, size / 100_000)
         with service(db, rate_limits_enabled=False) as served:
-            bare = run_bare(served, key, _catalog_walks())
-            ours = run_ours(served, key, directory / "ours")
-            peer = run_dlt(served, key, directory / "dlt")
+            measured = {"bare": run_bare(served, key, _catalog_walks(), timeout)}
+            for name, runner in tools(formats):
+                measured[name] = runner(served, key, directory / name, timeout)
+                measured[name].pop("landed", None)
         done = lambda r: r.get("seconds") if r["exit"] == 0 else None  # noqa: E731
-        points.append({"kols": size, "ours": done(ours), "dlt": done(peer), "bare": done(bare), "runs": 1,
-                       "exits": {"ours": ours["exit"], "dlt": peer["exit"], "bare": bare["exit"]}})
-        print(f"  {size} KOLs: ours {ours.get('seconds', 0):.1f}s, dlt {peer.get('seconds', 0):.1f}s", flush=True)
+        points.append({"kols": size, "runs": 1, **{name: done(r) for name, r in measured.items()},
+                       "exits": {name: r["exit"] for name, r in measured.items()}})
+        shutil.rmtree(directory, ignore_errors=True)
+        print(f"  {size} KOLs: " + ", ".join(_run_line(name, r) for name, r in measured.items()), flush=True)
     return sorted(points, key=lambda p: p["kols"])
+
+
+def _first_failure(exits: list) -> int | str:
+    """A size point's exit from several runs: 0 when any finished (its median is shown), else the first failure."""
+    return 0 if 0 in exits else next(iter(exits), 0)
 
 
 def bench_ours(args, work: Path) -> dict:
@@ -528,24 +581,30 @@ def machine() -> dict:
 
 
 def aims(results: dict) -> list[tuple[str, str, str]]:
-    """(aim, pass/miss/not checked, the figures)."""
+    """(aim, pass/miss/VOID/not finished, the figures), the dlt aims once per loader file format."""
     out = []
     compare = results.get("compare")
     at = results["kols"]
     if compare:
         s = compare["summary"]
-        void = s["void"]
         scale_note = "" if at >= 100_000 else f" (measured at {at:,} KOLs; the aim is at 100k)"
-        speed = _ratio(s["dlt"]["seconds"], s["ours"]["seconds"])
-        rss = _ratio(s["ours"]["peak_rss_mb"], s["dlt"]["peak_rss_mb"])
-        verdict = (lambda ok: "VOID" if void else ("pass" if ok else "miss"))
-        out.append(("full sync >= 10x faster than dlt at 100k KOLs", verdict(speed and speed >= 10),
-                    f"dlt / ours wall time {speed:.1f}x{scale_note}" if speed else "no figure"))
-        out.append(("peak RSS <= 1/20 of dlt's at 100k KOLs", verdict(rss and rss <= 1 / 20),
-                    f"ours / dlt peak RSS {rss:.3f} (1/{1 / rss:.1f}){scale_note}" if rss else "no figure"))
+        for peer in compare["peers"]:
+            void = bool(s["void"][peer])
+            against = peer_label(peer)
+            if not s[peer]["finished"]:
+                why = "; ".join(sorted({str(e) for e in s[peer]["exits"]}))
+                out.append((f"full sync >= 10x faster and <= 1/20 the peak RSS of {against} at 100k KOLs",
+                            "not comparable", f"dlt finished no run ({why})"))
+                continue
+            speed = _ratio(s[peer]["seconds"], s["ours"]["seconds"])
+            rss = _ratio(s["ours"]["peak_rss_mb"], s[peer]["peak_rss_mb"])
+            out.append((f"full sync >= 10x faster than {against} at 100k KOLs", _verdict(bool(speed and speed >= 10), void),
+                        f"dlt / ours wall time {speed:.1f}x{scale_note}" if speed else "no figure"))
+            out.append((f"peak RSS <= 1/20 of {against} at 100k KOLs", _verdict(bool(rss and rss <= 1 / 20), void),
+                        f"ours / dlt peak RSS {rss:.3f} (1/{1 / rss:.1f}){scale_note}" if rss else "no figure"))
         bare = _ratio(s["ours"]["seconds"], s["bare"]["seconds"])
         out.append(("full sync within 1.3x of the bare fetch loop", "pass" if bare and bare <= 1.3 else "miss",
-                    f"ours / bare {bare:.2f}" if bare else "no figure"))
+                    f"ours / bare {bare:.2f}{scale_note}" if bare else "no figure"))
     rate = results.get("ratelimit")
     if rate and "ours" in rate:
         ours = rate["ours"]
@@ -557,6 +616,15 @@ def aims(results: dict) -> list[tuple[str, str, str]]:
         out.append(("no 429 after the first window", "pass" if ours["later_429s"] == 0 else "miss",
                     f"429s after the first window {ours['later_429s']}, in it {ours['first_window_429s']}"))
     return out
+
+
+def _listed(value) -> list[str]:
+    """A format list as recorded (older pages recorded one string)."""
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _verdict(ok: bool, void: bool) -> str:
+    return "VOID" if void else ("pass" if ok else "miss")
 
 
 def fmt(value, unit: str = "", digits: int = 1) -> str:
@@ -574,8 +642,11 @@ def write_page(results: dict, chart: str | None) -> str:
     if results["quick"]:
         lines += ["> **Quick smoke run** (`--quick`: 10,000 KOLs, 2 runs): it proves the harness end to end; "
                   "its figures are not the ones the aims are about. The full run replaces this page.", ""]
+    commands = results.get("commands") or [results["command"]]
     lines += [
-        f"Measured {results['date']} with `{results['command']}`",
+        f"Measured {results['date']} with " + " then ".join(f"`{c}`" for c in commands),
+        "",
+        "What the figures mean, and why each missed aim is missed: [benchmarks-findings.md](benchmarks-findings.md).",
         "",
         f"Machine: {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['cpu']}; {m['os']}. "
         f"Python {v['python']}, dagster {v['dagster']}, duckdb {v['duckdb']}, dlt {v['dlt']}, httpx {v['httpx']}.",
@@ -584,14 +655,15 @@ def write_page(results: dict, chart: str | None) -> str:
         "",
         "How it is measured: every tool runs in its own child process against the same local service "
         "(its own process, rate limits off unless stated); wall time is the child's run (imports excluded, "
-        "as in nightly_sync.py), peak RSS the child's `ru_maxrss` (with any workers it started), HTTP requests "
-        "are counted by the service itself (every request received: retries, 429s and faulted attempts "
-        "included). Ours is `run_sync` with KOL detail enrichment off; dlt is `benchmarks/peer_dlt.py` "
-        f"(rest_api source as dlt's docs configure it, merge on id, into DuckDB, loader file format: "
-        f"{results.get('dlt_format', 'default')}); the floor is nightly_sync.py's "
-        "bare concurrent fetch loop (every page fetched and dropped). Runs alternate bare, ours, dlt. Medians "
-        "are over finished runs; a child whose resident memory passes 60% of the machine's RAM is killed and "
-        "counted as not finished.",
+        "as in nightly_sync.py); peak RSS is the child's own high-water mark (VmHWM, not `ru_maxrss`, which "
+        "a vforked child inherits from its parent: benchmarks/memory.py), for dlt the larger of it and its "
+        "workers'; HTTP requests are counted by the service itself (every request received: retries, 429s "
+        "and faulted attempts included). Ours is `run_sync` with KOL detail enrichment off; dlt is "
+        "`benchmarks/peer_dlt.py` (rest_api source as dlt's docs configure it, merge on id, into DuckDB), once "
+        "per loader file format: " + ", ".join(f"`{f}`" for f in _listed(results.get("dlt_format", "default")))
+        + "; the floor is nightly_sync.py's bare concurrent fetch loop (every page fetched and dropped). Runs "
+        "alternate bare, ours, then each dlt. Medians are over finished runs; a child whose resident memory "
+        "(with its children) passes 60% of the machine's RAM is killed and counted as not finished.",
         "",
         "## Aims",
         "",
@@ -599,22 +671,34 @@ def write_page(results: dict, chart: str | None) -> str:
         "|---|---|---|",
     ]
     lines += [f"| {a} | **{r}** | {f} |" for a, r, f in aims(results)] or ["| - | not run | - |"]
+    lines += ["", "What the figures mean, and why each missed aim is missed: "
+                  "[benchmarks-findings.md](benchmarks-findings.md) (written by hand after the run)."]
     compare = results.get("compare")
     if compare:
         s = compare["summary"]
-        r = s["ratios"]
+        peers = compare["peers"]
         lines += ["", f"## Full sync, side by side (medians of {len(compare['runs'])} runs)", "",
                   "| | wall time | peak RSS | HTTP requests | finished |", "|---|---|---|---|---|"]
-        for name, label in (("ours", "our sync"), ("dlt", "dlt rest_api"), ("bare", "bare fetch loop (floor)")):
+        for name, label in (("ours", "our sync"), *((p, peer_label(p)) for p in peers),
+                            ("bare", "bare fetch loop (floor)")):
             x = s[name]
             lines.append(f"| {label} | {fmt(x['seconds'], ' s', 2)} | {fmt(x['peak_rss_mb'], ' MB', 0)} | "
                          f"{fmt(x['requests'])} | {x['finished']}/{len(compare['runs'])} |")
-        lines += ["", "Ratios per pair (run by run): "
-                  + "; ".join(f"{k.replace('_', ' ')} " + ", ".join(fmt(x, '', 2) for x in vals)
-                              for k, vals in r.items()), ""]
-        lines += ["Rows landed per table (last pair): " + ", ".join(
-            f"{t} ours {fmt(s['ours']['rows'][t])} / dlt {fmt(s['dlt']['rows'][t])}" for t in TABLES)
-            + (f". **VOID**: rows differ in {', '.join(s['void'])}." if s["void"] else ". Equal on every table.")]
+        unfinished = {name: sorted({str(e) for e in s[name]["exits"] if e != 0}) for name in ("ours", *peers)}
+        for name, exits in unfinished.items():
+            if exits:
+                lines += ["", f"{name} did not finish every run: {'; '.join(exits)}"]
+        lines += ["", "Ratios per pair, run by run (finished runs only):", ""]
+        lines += [f"- {k.replace('_', ' ')}: " + (", ".join(fmt(x, '', 2) for x in vals) or "no finished run")
+                  for k, vals in s["ratios"].items()]
+        lines += [""]
+        for peer in peers:
+            if not s[peer]["finished"]:
+                continue
+            lines += [f"Rows landed per table (last run), ours / {peer}: " + ", ".join(
+                f"{t} {fmt(s['ours']['rows'][t])} / {fmt(s[peer]['rows'][t])}" for t in TABLES)
+                + (f". **VOID**: rows differ in {', '.join(s['void'][peer])}." if s["void"][peer]
+                   else ". Equal on every table."), ""]
     hostile = results.get("hostile")
     if hostile:
         lines += ["", "## Hostile servers", "",
@@ -627,7 +711,7 @@ def write_page(results: dict, chart: str | None) -> str:
                   "| scenario | tool | finished | time | requests (server) | missing | extra | doubled | stale |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for scenario, data in hostile.items():
-            for tool in ("ours", "dlt"):
+            for tool in data.get("tools", ("ours", "dlt")):
                 x = data[tool]
                 t = x["truth"]
                 total = lambda key: sum(t[table][key] for table in TABLES)  # noqa: E731
@@ -652,7 +736,7 @@ def write_page(results: dict, chart: str | None) -> str:
                   "| tool | finished | wall time | / floor | requests | 429s in the first window | 429s after | "
                   "full windows: median requests served / limit |",
                   "|---|---|---|---|---|---|---|---|"]
-        for tool in ("ours", "dlt"):
+        for tool in rate.get("tools", ("ours", "dlt")):
             x = rate[tool]
             lines.append(f"| {tool} | {'yes' if x['exit'] == 0 else 'no (' + x.get('error', '')[:100] + ')'} | "
                          f"{fmt(x.get('seconds'), ' s')} | {fmt(x.get('over_floor'), '', 2)} | "
@@ -667,9 +751,15 @@ def write_page(results: dict, chart: str | None) -> str:
         lines += ["", "## Sync time against dataset size", ""]
         if chart:
             lines += [f"![sync wall time against KOLs]({chart})", ""]
-        lines += ["| KOLs | ours | dlt | bare | runs |", "|---|---|---|---|---|"]
-        lines += [f"| {p['kols']:,} | {fmt(p['ours'], ' s', 2)} | {fmt(p['dlt'], ' s', 2)} | "
-                  f"{fmt(p['bare'], ' s', 2)} | {p['runs']} |" for p in sizes]
+        names = _size_tools(sizes)
+        lines += ["| KOLs | " + " | ".join(names) + " | runs |", "|---|" + "---|" * len(names) + "---|"]
+        for p in sizes:
+            cells = []
+            for name in names:
+                exit_ = p.get("exits", {}).get(name, 0)
+                cells.append(fmt(p.get(name), " s", 2) if p.get(name) is not None
+                             else ("-" if exit_ == 0 else f"not finished ({exit_})"))
+            lines.append(f"| {p['kols']:,} | " + " | ".join(cells) + f" | {p['runs']} |")
     ours = results.get("ours")
     if ours:
         lines += ["", "## Our own figures", "", "Each script run as it is, its last printed lines quoted.", ""]
@@ -685,12 +775,8 @@ def write_page(results: dict, chart: str | None) -> str:
               "it does not sort the lists (our sync walks them by created_at ascending), and it reads the three "
               "lists without total_pages until an empty page (one request more each).",
               "- dlt's loader file format decides most of its cost: with its default for DuckDB (insert_values, "
-              "SQL INSERT statements) the load stage dominates time and memory. Measured once by hand at 2,500 KOLs "
-              "(extract / normalize / load, peak RSS after each): default 1.5 / 1.6 / 10.5 s, 162 / 168 / 1,129 MB; "
-              "`loader_file_format=\"parquet\"` 1.7 / 2.1 / 1.1 s, 162 / 236 / 327 MB. And on 2026-11-23 with "
-              "`--quick --only compare --dlt-format parquet` (10,000 KOLs, 2 runs): dlt 19.7 s, 351 MB against "
-              "ours 9.9 s, 329 MB (dlt / ours 2.0x time, 1.07x RSS), rows equal. `--dlt-format parquet` "
-              "measures dlt so configured; a page comparing with dlt should show both.",
+              "SQL INSERT statements) the load stage dominates time and memory; dlt's DuckDB page suggests parquet "
+              "for speed. Both are measured as peers of their own; the aims are checked against each.",
               "- dlt's rows: its `kols` table gets archived KOLs from a second resource (is_archived=true) "
               "merged into the same table; nested lists land in child tables (kols__tags, ...), which are not "
               "compared. Only the four parent tables' rows are compared.",
@@ -700,25 +786,48 @@ def write_page(results: dict, chart: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _size_tools(sizes: list[dict]) -> list[str]:
+    names = ["ours"] + sorted({k for p in sizes for k in p if k.startswith("dlt")}) + ["bare"]
+    return [n for n in names if any(n in p for p in sizes)]
+
+
 def write_chart(sizes: list[dict]) -> str | None:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter
     except ImportError:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
     xs = [p["kols"] for p in sizes]
-    for key, label, style in (("dlt", "dlt rest_api", "o-"), ("ours", "our sync", "s-"), ("bare", "bare fetch loop", "^--")):
-        ys = [p[key] for p in sizes]
-        if any(y is not None for y in ys):
-            ax.plot(xs, ys, style, label=label)
+    styles = iter(("o-", "D-", "v-", "P-"))
+    for name in _size_tools(sizes):
+        label = {"ours": "our sync", "bare": "bare fetch loop (floor)"}.get(name) or peer_label(name)
+        style = {"ours": "s-", "bare": "^--"}.get(name) or next(styles)
+        ys = [p.get(name) if p.get(name) is not None else math.nan for p in sizes]
+        if all(math.isnan(y) for y in ys):
+            continue
+        line, = ax.plot(xs, ys, style, label=label)
+        for p in sizes:  # a run that did not finish: an x above every finished point at that size
+            if p.get(name) is None and p.get("exits", {}).get(name, 0) != 0:
+                top = max(p[n] for n in _size_tools(sizes) if p.get(n) is not None) * 1.6
+                ax.plot([p["kols"]], [top], "x", color=line.get_color(), markersize=9)
+                ax.annotate(f"{name}: not finished", (p["kols"], top), textcoords="offset points", xytext=(0, 7),
+                            color=line.get_color(), fontsize=8, ha="center")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.5)  # room for the not-finished labels
+    ax.set_xticks(xs, [f"{x // 1000:,}k" for x in xs])
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
     ax.set_xlabel("KOLs (other lists scaled with them)")
-    ax.set_ylabel("full sync wall time (s)")
+    ax.set_ylabel("full sync wall time (s, log scale)")
     ax.set_title("Full sync wall time against dataset size")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     path = DOCS / "benchmarks-sync-time.png"
     fig.savefig(path)
@@ -734,11 +843,25 @@ def print_table(results: dict) -> None:
     if compare:
         s = compare["summary"]
         print("\n== full sync, medians ==")
-        print(f"  {'':8} {'seconds':>9} {'peak MB':>9} {'requests':>9}")
-        for name in ("ours", "dlt", "bare"):
+        print(f"  {'':12} {'seconds':>9} {'peak MB':>9} {'requests':>9} finished")
+        for name in ("ours", *compare["peers"], "bare"):
             x = s[name]
-            print(f"  {name:8} {fmt(x['seconds'], '', 2):>9} {fmt(x['peak_rss_mb'], '', 0):>9} {fmt(x['requests']):>9}")
-        print(f"  rows ours {s['ours']['rows']}\n  rows dlt  {s['dlt']['rows']}" + (f"\n  VOID: {s['void']}" if s['void'] else ""))
+            print(f"  {name:12} {fmt(x['seconds'], '', 2):>9} {fmt(x['peak_rss_mb'], '', 0):>9} "
+                  f"{fmt(x['requests']):>9} {x['finished']}/{len(compare['runs'])}")
+        for name in ("ours", *compare["peers"]):
+            print(f"  rows {name:12} {s[name]['rows']}")
+
+
+FORMATS = ("default", "parquet", "jsonl", "insert_values")
+
+
+def _formats(value: str, option: str) -> list[str]:
+    formats = [f.strip() for f in value.split(",") if f.strip()]
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown or not formats:
+        raise SystemExit(f"{option}: unknown loader file format {', '.join(unknown) or '(none)'}; "
+                         f"choose from {', '.join(FORMATS)}")
+    return formats
 
 
 def main() -> None:
@@ -748,6 +871,8 @@ def main() -> None:
     parser.add_argument("--kols", type=int, help="KOLs seeded (default 100,000; --quick 10,000)")
     parser.add_argument("--runs", type=int, help="runs per tool (default 5; --quick 2)")
     parser.add_argument("--sizes", help="KOL counts for the chart, e.g. 10000,100000,300000 (default: 2500 and --kols)")
+    parser.add_argument("--size-timeout", type=float, default=CHILD_TIMEOUT,
+                        help=f"seconds a tool may take at one size before it is killed (default {CHILD_TIMEOUT})")
     parser.add_argument("--only", help=f"comma-separated, of {','.join(BENCHMARKS)} or single scripts of 'ours' "
                                        f"({','.join(OURS)}) (default: all)")
     parser.add_argument("--skip", default="", help="scripts of 'ours' not to run, e.g. webhook_latency")
@@ -755,8 +880,14 @@ def main() -> None:
     parser.add_argument("--rate-window", type=float, default=2.0, help="rate window in seconds (default 2)")
     parser.add_argument("--churn", type=float, default=CHURN_PER_SECOND,
                         help=f"KOLs created and archived per second in the churn scenario (default {CHURN_PER_SECOND:g})")
-    parser.add_argument("--dlt-format", default="default", choices=("default", "parquet", "jsonl", "insert_values"),
-                        help="dlt's loader_file_format (default: dlt's own default for DuckDB, insert_values)")
+    parser.add_argument("--dlt-format", default="default,parquet",
+                        help="dlt's loader_file_format(s) in compare and sizes, comma-separated, each a peer of its "
+                             f"own ({', '.join(FORMATS)}; default: default,parquet: dlt's own default for DuckDB, "
+                             "insert_values, and parquet, which dlt's DuckDB page suggests)")
+    parser.add_argument("--hostile-dlt-format", default="parquet",
+                        help="the same for hostile and ratelimit (default parquet)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the sections of docs/benchmarks.json this run does not measure (a full run in parts)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     parser.add_argument("--render", action="store_true",
                         help="only write docs/benchmarks.md and the chart again from docs/benchmarks.json")
@@ -767,8 +898,8 @@ def main() -> None:
         (DOCS / "benchmarks.md").write_text(write_page(results, chart))
         print("wrote docs/benchmarks.md" + (f", docs/{chart}" if chart else "") + " from docs/benchmarks.json")
         return
-    global DLT_FORMAT
-    DLT_FORMAT = args.dlt_format
+    formats = _formats(args.dlt_format, "--dlt-format")
+    hostile_formats = _formats(args.hostile_dlt_format, "--hostile-dlt-format")
     args.kols = args.kols or (10_000 if args.quick else 100_000)
     args.runs = args.runs or (2 if args.quick else 5)
     args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -787,9 +918,24 @@ def main() -> None:
 
     started = time.perf_counter()
     command = shlex.join(["python", "-m", "benchmarks", *sys.argv[1:]])
-    results = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "command": command, "quick": args.quick,
-               "kols": args.kols, "runs": args.runs, "machine": machine(), "benchmarks": only,
-               "dlt_format": args.dlt_format}
+    results = {}
+    if args.merge and (DOCS / "benchmarks.json").exists():
+        results = json.loads((DOCS / "benchmarks.json").read_text())
+        if results.get("kols") != args.kols:
+            raise SystemExit(f"--merge: docs/benchmarks.json was measured at {results.get('kols')} KOLs, "
+                             f"this run at {args.kols}: run with the same --kols or without --merge")
+    commands = [c for c in results.get("commands", [results["command"]] if "command" in results else [])]
+    results.update({"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "command": command,
+                    "commands": commands + [command], "quick": args.quick, "kols": args.kols, "runs": args.runs,
+                    "machine": machine(), "dlt_format": formats, "hostile_dlt_format": hostile_formats})
+    results["benchmarks"] = sorted(set(results.get("benchmarks", [])) | set(only), key=BENCHMARKS.index)
+
+    def save(section: str, value) -> None:
+        """Each benchmark's figures land as soon as it ends: a later failure loses only its own."""
+        results[section] = value
+        if not args.no_write:
+            (DOCS / "benchmarks.json").write_text(json.dumps(strip_state(results), indent=1, default=str) + "\n")
+
     with tempfile.TemporaryDirectory(prefix="commops-bench-all-") as tmp:
         work = Path(tmp)
         needs_seed = {"compare", "hostile", "ratelimit"} & set(only) or ("sizes" in only and args.kols in sizes)
@@ -797,22 +943,23 @@ def main() -> None:
             (work / "main").mkdir()
             db, key = seed_service(work / "main", args.kols / 100_000)
         if "compare" in only:
-            print(f"\n== compare: ours, dlt, bare at {args.kols:,} KOLs, {args.runs} runs ==", flush=True)
-            results["compare"] = bench_compare(db, key, args.runs, work)
+            print(f"\n== compare: ours, {', '.join(map(peer_name, formats))}, bare at {args.kols:,} KOLs, "
+                  f"{args.runs} runs ==", flush=True)
+            save("compare", bench_compare(db, key, args.runs, work, formats))
         if "hostile" in only:
             print("\n== hostile servers ==", flush=True)
-            results["hostile"] = bench_hostile(db, key, work, args.churn)
+            save("hostile", bench_hostile(db, key, work, args.churn, hostile_formats))
         if "ratelimit" in only:
             print(f"\n== rate limit: plan {args.rate_plan}, {args.rate_window:g} s window ==", flush=True)
             pages = results.get("compare", {}).get("summary", {}).get("bare", {}).get("requests")
-            results["ratelimit"] = bench_ratelimit(db, key, work, args.rate_window, args.rate_plan,
-                                                   int(pages) if pages else None)
+            save("ratelimit", bench_ratelimit(db, key, work, args.rate_window, args.rate_plan,
+                                              int(pages) if pages else None, hostile_formats))
         if "sizes" in only:
             print(f"\n== sizes {sizes} ==", flush=True)
-            results["sizes"] = bench_sizes(sizes, results.get("compare"), args.kols, work)
+            save("sizes", bench_sizes(sizes, results.get("compare"), args.kols, work, formats, args.size_timeout))
         if "ours" in only:
             print("\n== our own benchmark scripts ==", flush=True)
-            results["ours"] = bench_ours(args, work)
+            save("ours", bench_ours(args, work))
     results["total_seconds"] = round(time.perf_counter() - started, 1)
     results["rusage_children_max_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     results = strip_state(results)

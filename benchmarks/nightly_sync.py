@@ -40,9 +40,10 @@ server.stop()
 """
 
 BARE = """
-import json, math, resource, sys, time
+import json, math, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import httpx
+from benchmarks.memory import own_peak_rss_mb
 base_url, key, concurrency, walks = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 started = time.perf_counter()
 pages = 0
@@ -57,12 +58,13 @@ with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"},
             body["data"]  # dropped
         pages += count
 print(json.dumps({"seconds": time.perf_counter() - started, "pages": pages,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": own_peak_rss_mb()}))
 """
 
 SYNC = """
-import json, os, resource, sys, time
+import json, os, sys, time
 import dagster as dg
+from benchmarks.memory import own_peak_rss_mb
 from pipelines.sync import run_sync
 base_url, key, data_dir, enrich, concurrency = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 os.environ["COMMOPS_API_KEY"] = key  # the resource reads it as a dg.EnvVar
@@ -71,7 +73,7 @@ summary = run_sync(base_url=base_url, data_dir=data_dir, progress=False,
                    enrich_details_limit=enrich, instance=dg.DagsterInstance.ephemeral(), max_concurrency=concurrency)
 assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duration_seconds} for a in summary.assets}
 print(json.dumps({"seconds": time.perf_counter() - started, "failed_checks": summary.failed_checks, "assets": assets,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": own_peak_rss_mb()}))
 """
 
 

@@ -63,13 +63,15 @@ def main() -> None:
     import dlt
     from dlt.sources.rest_api import rest_api_source
 
+    from benchmarks.memory import own_peak_rss_mb
+
     started = time.perf_counter()
     pipeline = dlt.pipeline(pipeline_name="commops_bench", pipelines_dir=pipelines_dir,
                             destination=dlt.destinations.duckdb(credentials=duckdb_file), dataset_name="commops")
     info = pipeline.run(rest_api_source(config(base_url, api_key)), loader_file_format=file_format)
     seconds = time.perf_counter() - started
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    own = own_peak_rss_mb()
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # forked workers: their own peaks
     print(json.dumps({"seconds": seconds, "peak_rss_mb": max(own, workers), "own_rss_mb": own,
                       "worker_rss_mb": workers, "has_failed_jobs": info.has_failed_jobs}))
 

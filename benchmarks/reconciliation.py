@@ -27,6 +27,7 @@ CHILD = """
 import json, resource, sys, time
 import duckdb
 from assets.crm.reconcile import reconcile
+from benchmarks.memory import own_peak_rss_mb
 path, threads, memory = sys.argv[1], sys.argv[2], sys.argv[3]
 conn = duckdb.connect(path, config={"threads": int(threads), "memory_limit": memory, "preserve_insertion_order": False})
 started = time.perf_counter()
@@ -34,7 +35,7 @@ result = reconcile(conn, "kols", "contacts")
 wall = time.perf_counter() - started
 conn.close()
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"wall": wall, "rss_mb": usage.ru_maxrss / 1024, "cpu": usage.ru_utime + usage.ru_stime,
+print(json.dumps({"wall": wall, "rss_mb": own_peak_rss_mb(), "cpu": usage.ru_utime + usage.ru_stime,
                   "counts": result.counts, "kols": result.kols, "contacts": result.contacts}))
 """
 

@@ -1,0 +1,24 @@
+"""Peak memory of a benchmark's child process, measured so that its parent's size does not leak in.
+
+`getrusage(RUSAGE_SELF).ru_maxrss` is the wrong figure for a child started by subprocess: Python
+starts children with vfork, and Linux carries the high-water mark of the memory the child had before
+exec (the parent's, shared until then) into ru_maxrss. A child of a 500 MB harness then reports at
+least 500 MB whatever it did. VmHWM in /proc/self/status belongs to the process's own memory after
+exec, so it is the child's real peak resident set.
+"""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+
+def own_peak_rss_mb() -> float:
+    """This process's peak resident set since exec (VmHWM), in MB; ru_maxrss where /proc is missing."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
