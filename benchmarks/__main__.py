@@ -671,8 +671,6 @@ def write_page(results: dict, chart: str | None) -> str:
         "|---|---|---|",
     ]
     lines += [f"| {a} | **{r}** | {f} |" for a, r, f in aims(results)] or ["| - | not run | - |"]
-    lines += ["", "What the figures mean, and why each missed aim is missed: "
-                  "[benchmarks-findings.md](benchmarks-findings.md) (written by hand after the run)."]
     compare = results.get("compare")
     if compare:
         s = compare["summary"]
