@@ -1,0 +1,82 @@
+"""The benchmark page says pass only where the figures meet an aim, and never compares runs that loaded different data."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.__main__ import aims, write_page
+
+COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.json"
+
+ROWS = {"kols": 100_000, "campaigns": 5_000, "products": 500, "signals": 100_000}
+
+
+def tool(seconds: float | None, rss: float | None, finished: int = 5, exits: list | None = None) -> dict:
+    return {"seconds": seconds, "peak_rss_mb": rss, "requests": 2055, "finished": finished,
+            "exits": exits or [0] * finished, "rows": dict(ROWS)}
+
+
+def results(ours=(10.0, 450.0), peer=(120.0, 9_500.0), bare=8.0, void=(), peer_exits=None, over_floor=1.04,
+            later_429s=0) -> dict:
+    peer_tool = tool(*peer) if peer_exits is None else tool(None, None, finished=0, exits=peer_exits)
+    return {
+        "kols": 100_000,
+        "compare": {
+            "peers": ["dlt"],
+            "runs": [{}] * 5,
+            "summary": {"ours": tool(*ours), "dlt": peer_tool, "bare": tool(bare, 50.0),
+                        "void": {"dlt": list(void)}, "ratios": {}},
+        },
+        "ratelimit": {"tools": ["ours"], "floor_seconds": 68.5,
+                      "ours": {"exit": 0, "seconds": 68.5 * over_floor, "over_floor": over_floor, "window_use": 1.0,
+                               "full_windows": 33, "first_window_429s": 0, "later_429s": later_429s}},
+    }
+
+
+def verdicts(figures: dict) -> dict[str, str]:
+    return {aim: verdict for aim, verdict, _ in aims(figures)}
+
+
+def verdict_of(figures: dict, starts: str) -> str:
+    return next(v for aim, v in verdicts(figures).items() if aim.startswith(starts))
+
+
+def test_each_aim_passes_only_when_its_figure_meets_it():
+    met = results(ours=(10.0, 450.0), peer=(100.0, 9_000.0), bare=8.0, over_floor=1.05)
+    assert set(verdicts(met).values()) == {"pass"}
+
+    assert verdict_of(results(peer=(99.0, 9_500.0)), "full sync >= 10x") == "miss"  # 9.9x
+    assert verdict_of(results(peer=(120.0, 8_990.0)), "peak RSS") == "miss"  # 1/19.98
+    assert verdict_of(results(bare=7.6), "full sync within 1.3x") == "miss"  # 1.32x
+    assert verdict_of(results(over_floor=1.06), "under a rate limit") == "miss"
+    assert verdict_of(results(later_429s=1), "no 429") == "miss"
+
+
+def test_runs_that_landed_different_rows_are_void_not_a_win():
+    figures = results(peer=(500.0, 20_000.0), void=["kols"])
+
+    assert verdict_of(figures, "full sync >= 10x") == "VOID"
+    assert verdict_of(figures, "peak RSS") == "VOID"
+
+
+def test_a_peer_that_never_finished_is_not_comparable_and_says_why():
+    figures = results(peer_exits=["killed: resident memory over 14,463 MB"] * 5)
+
+    [(aim, verdict, why)] = [a for a in aims(figures) if "dlt" in a[0]]
+    assert verdict == "not comparable"
+    assert "killed: resident memory over 14,463 MB" in why
+
+
+@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed benchmark run")
+def test_the_committed_page_renders_from_its_figures_with_every_aim_and_a_missed_one_marked_so():
+    figures = json.loads(COMMITTED.read_text())
+    page = write_page(copy.deepcopy(figures), "benchmarks-sync-time.png")
+
+    for aim, verdict, _ in aims(figures):
+        assert f"| {aim} | **{verdict}** |" in page
+    assert figures["command"] in page
+    assert "![sync wall time against KOLs](benchmarks-sync-time.png)" in page
