@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.nightly_sync import CONCURRENCY, SERVE, SYNC, _child, seed_service  # noqa: E402
+from benchmarks.nightly_sync import CONCURRENCY, SYNC, _child, seed_service, serving  # noqa: E402
 
 
 def change_kols(db_path: Path, fraction: float, seed: int = 7) -> int:
@@ -56,17 +55,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="commops-incr-bench-") as tmp:
         tmp_path = Path(tmp)
         db_path, key = seed_service(tmp_path, args.kols / 100_000)
-        server = subprocess.Popen([sys.executable, "-c", SERVE, str(db_path)], cwd=ROOT, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            base_url = server.stdout.readline().strip()
+        with serving(db_path) as base_url:
             data_dir = str(tmp_path / "data")
             full = _child(SYNC, base_url, key, data_dir, "0", str(CONCURRENCY))
             changed = change_kols(db_path, args.changed)
             second = _child(SYNC, base_url, key, data_dir, "0", str(CONCURRENCY))
-        finally:
-            server.stdin.close()
-            server.wait(timeout=60)
 
     def requests(run: dict) -> int:
         return sum(a["requests"] or 0 for name, a in run["assets"].items() if name.startswith("lake/"))

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +95,18 @@ def _child(code: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@contextmanager
+def serving(db_path: Path) -> Iterator[str]:
+    """The service on `db_path` in a child process (rate limits off); yields its base URL."""
+    server = subprocess.Popen([sys.executable, "-c", SERVE, str(db_path)], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        yield server.stdout.readline().strip()
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
 def seed_service(directory: Path, scale: float) -> tuple[Path, str]:
     sys.path.insert(0, str(ROOT))
     from service.local import create_local_service
@@ -116,10 +130,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="commops-bench-") as tmp:
         tmp_path = Path(tmp)
         db_path, key = seed_service(tmp_path, args.scale)
-        server = subprocess.Popen([sys.executable, "-c", SERVE, str(db_path)], cwd=ROOT, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            base_url = server.stdout.readline().strip()
+        with serving(db_path) as base_url:
             walks = _catalog_walks()
             _child(BARE, base_url, key, str(CONCURRENCY), walks)  # warm-up: the service's caches, not measured
             bare, syncs = [], []
@@ -133,9 +144,6 @@ def main() -> None:
             enrich = None
             if args.enrich:
                 enrich = _child(SYNC, base_url, key, str(tmp_path / "data-0"), str(args.enrich), str(CONCURRENCY))
-        finally:
-            server.stdin.close()
-            server.wait(timeout=60)
 
     bare_s = statistics.median(b["seconds"] for b in bare)
     sync_s = statistics.median(s["seconds"] for s in syncs)

@@ -23,7 +23,6 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.nightly_sync import CONCURRENCY, SERVE, SYNC, _child, seed_service  # noqa: E402
+from benchmarks.nightly_sync import CONCURRENCY, SYNC, _child, seed_service, serving  # noqa: E402
 
 LOAD = ("_fetched_at", "_snapshot_date", "_loaded_at")
 
@@ -126,14 +125,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="commops-merge-bench-") as tmp:
         tmp_path = Path(tmp)
         db_path, key = seed_service(tmp_path, args.kols / 100_000)
-        server = subprocess.Popen([sys.executable, "-c", SERVE, str(db_path)], cwd=ROOT, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            base_url = server.stdout.readline().strip()
+        with serving(db_path) as base_url:
             _child(SYNC, base_url, key, str(tmp_path / "data"), "0", str(CONCURRENCY))
-        finally:
-            server.stdin.close()
-            server.wait(timeout=60)
         for spec in CATALOG:
             current, in_place, equal = [], [], True
             for _ in range(args.runs):  # alternating, each on a fresh copy of the first night's warehouse
