@@ -337,8 +337,9 @@ def bench_compare(db: Path, key: str, runs: int, work: Path, formats: list[str])
                 measured[name] = runner(served, key, work / f"{name}-{run}")
             measured["bare"].pop("landed", None)
             ours = measured["ours"]
+            # A killed run landed nothing to compare: it counts as not finished, not as VOID.
             measured["void_tables"] = {peer: [t for t in TABLES if rows_of(ours)[t] != rows_of(measured[peer])[t]]
-                                       for peer in peers}
+                                       for peer in peers if measured[peer]["exit"] == 0}
             pairs.append(measured)
             print(f"  run {run + 1}: " + " | ".join(_run_line(name, measured[name]) for name in ("bare", "ours", *peers))
                   + "".join(f" | VOID {peer}: rows differ in {', '.join(t)}"
@@ -365,8 +366,7 @@ def bench_compare(db: Path, key: str, runs: int, work: Path, formats: list[str])
         summary["ratios"][f"{peer}_over_ours_requests"] = [
             _ratio(p[peer]["server"]["counts"].get("requests"), p["ours"]["server"]["counts"].get("requests"))
             for p in finished]
-    summary["void"] = {peer: sorted({t for p in pairs if p[peer]["exit"] == 0 for t in p["void_tables"][peer]})
-                       for peer in peers}
+    summary["void"] = {peer: sorted({t for p in pairs for t in p["void_tables"].get(peer, [])}) for peer in peers}
     return {"runs": pairs, "peers": peers, "summary": summary}
 
 
@@ -519,7 +519,7 @@ def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path,
 
 def _first_failure(exits: list) -> int | str:
     """A size point's exit from several runs: 0 when any finished (its median is shown), else the first failure."""
-    return 0 if 0 in exits else next(iter(exits), 0)
+    return 0 if 0 in exits or not exits else exits[0]
 
 
 def bench_ours(args, work: Path) -> dict:
