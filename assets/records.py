@@ -3,15 +3,25 @@
 Fields the schema does not know are moved, top-level or nested, into the JSON column
 `_extra`; a value whose type does not fit its field is moved there too (and the field left
 NULL), so schema drift never crashes a sync and never loses data.
+
+Timestamps are read in every ISO 8601 form (commops_spec.timestamps: `Z`, offsets, fractions, no
+zone designator = UTC). A value that is present but cannot be read (a timestamp that is not one, a
+string where a number belongs) is never turned into NULL without a word: it is kept raw in `_extra`
+and counted in `RecordConverter.unreadable` (field path -> count), which the assets put in the run's
+metadata.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from commops_spec.timestamps import UnreadableTimestamp, format_timestamp, parse_timestamp
 
 EXTRA_COLUMN = "_extra"
 
@@ -92,11 +102,19 @@ def _drift_check(type_: pa.DataType):
     return None
 
 
+_CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError)
+# A zone designator at the end of an (upper-cased) ISO 8601 timestamp: Z, +HH, +HHMM or +HH:MM.
+_ZONED = r"(Z|[+-]\d{2}(:?\d{2})?)$"
+_UNREADABLE = object()  # marks a timestamp leaf that is present but not a timestamp
+
+
 class RecordConverter:
     """Converts pages of API records into record batches of `schema` (which ends with _extra).
 
     `ignored` names fields that are known elsewhere and deliberately not stored here
     (e.g. the KOL detail's list-shape fields); `defaults` fills fields a record lacks.
+    `unreadable` counts, per field path (`schedule.send_at`), the values kept raw in _extra
+    because they could not be read as their field's type.
     """
 
     def __init__(self, schema: pa.Schema, ignored: Iterable[str] = (), defaults: Mapping[str, Any] | None = None):
@@ -107,6 +125,7 @@ class RecordConverter:
         self._ignored = frozenset(ignored)
         self._defaults = dict(defaults or {})
         self._drifts = _drift_check(self._struct)
+        self.unreadable: Counter[str] = Counter()
 
     def _split(self, record: Mapping[str, Any]) -> dict[str, Any]:
         if self._ignored:
@@ -125,25 +144,102 @@ class RecordConverter:
         rows = [self._split(r) for r in records]
         try:
             return self._convert(rows)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
+        except _CONVERSION_ERRORS:
             return self._convert([self._repair(row) for row in rows])
 
     def _convert(self, rows: list[dict[str, Any]]) -> pa.RecordBatch:
-        table = pa.Table.from_pylist(rows, schema=self._raw).cast(self.schema)
-        batches = table.combine_chunks().to_batches()
+        raw = pa.Table.from_pylist(rows, schema=self._raw).combine_chunks()
+        columns = [_cast_column(raw.column(i), f.type) for i, f in enumerate(self.schema)]
+        table = pa.Table.from_arrays(columns, schema=self.schema)
+        batches = table.to_batches()
         return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=self.schema)
 
     def _repair(self, row: dict[str, Any]) -> dict[str, Any]:
-        """Move every field whose value does not convert into _extra (slow path, drifted rows only)."""
+        """Read every timestamp leaf in Python, then move every value that still does not convert into
+        _extra, counting it (slow path: only pages holding a value the fast path could not read)."""
         extra = json.loads(row[EXTRA_COLUMN]) if row[EXTRA_COLUMN] else {}
         for f in self._data_schema:
             value = row.get(f.name)
             if value is None:
                 continue
+            read, unreadable = _read_timestamps(value, f.type)
             try:
-                pa.array([value], type=_stringly(f.type)).cast(f.type)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
-                extra[f.name] = value
+                pa.array([read], type=_stringly(f.type)).cast(f.type)
+            except _CONVERSION_ERRORS:
+                _merge_extra(extra, f.name, value)
+                self.unreadable[f.name] += 1
                 row[f.name] = None
+                continue
+            row[f.name] = read
+            if unreadable is not None:
+                _merge_extra(extra, f.name, unreadable)
+                self._count(f.name, unreadable)
         row[EXTRA_COLUMN] = json.dumps(extra, sort_keys=True, default=str) if extra else None
         return row
+
+    def _count(self, path: str, unreadable: Any) -> None:
+        if isinstance(unreadable, dict):
+            for key, nested in unreadable.items():
+                self._count(f"{path}.{key}", nested)
+        elif isinstance(unreadable, list):
+            for nested in unreadable:
+                if nested is not None:
+                    self._count(path, nested)
+        else:
+            self.unreadable[path] += 1
+
+
+def _cast_column(column: pa.ChunkedArray, type_: pa.DataType) -> pa.ChunkedArray:
+    """Arrow's cast; a top-level timestamp column whose strings lack a zone designator (UTC) is
+    given `Z` first. Anything else that does not cast raises (the caller repairs row by row)."""
+    try:
+        return column.cast(type_)
+    except _CONVERSION_ERRORS:
+        if not pa.types.is_timestamp(type_):
+            raise
+    upper = pc.utf8_upper(pc.utf8_trim_whitespace(column))
+    zoned = pc.if_else(pc.match_substring_regex(upper, _ZONED), upper, pc.binary_join_element_wise(upper, "Z", ""))
+    return zoned.cast(type_)
+
+
+def _read_timestamps(value: Any, type_: pa.DataType) -> tuple[Any, Any]:
+    """(value with every timestamp leaf of `type_` in the one form Arrow reads, the unreadable leaves
+    in the shape of _extra or None). Unreadable leaves become None in the returned value."""
+    if pa.types.is_timestamp(type_):
+        if not isinstance(value, str):
+            return value, None  # not a string at all: left for the conversion to refuse
+        try:
+            return format_timestamp(parse_timestamp(value)), None
+        except UnreadableTimestamp:
+            return None, value
+    if isinstance(value, Mapping) and pa.types.is_struct(type_):
+        known, bad = dict(value), {}
+        for key, item in value.items():
+            index = type_.get_field_index(key)
+            if index >= 0 and item is not None:
+                known[key], unreadable = _read_timestamps(item, type_.field(index).type)
+                if unreadable is not None:
+                    bad[key] = unreadable
+        return known, (bad or None)
+    if isinstance(value, list) and pa.types.is_list(type_):
+        pairs = [_read_timestamps(item, type_.value_type) if item is not None else (None, None) for item in value]
+        bad_items = [b for _, b in pairs]
+        return [v for v, _ in pairs], (bad_items if any(b is not None for b in bad_items) else None)
+    if isinstance(value, Mapping) and pa.types.is_map(type_):
+        known, bad = {}, {}
+        for key, item in value.items():
+            known[key], unreadable = _read_timestamps(item, type_.item_type) if item is not None else (None, None)
+            if unreadable is not None:
+                bad[key] = unreadable
+        return known, (bad or None)
+    return value, None
+
+
+def _merge_extra(extra: dict[str, Any], name: str, value: Any) -> None:
+    """Put `value` at extra[name], merging into what is already there (unknown nested keys)."""
+    current = extra.get(name)
+    if isinstance(current, dict) and isinstance(value, dict):
+        for key, item in value.items():
+            _merge_extra(current, key, item)
+    else:
+        extra[name] = value
