@@ -40,7 +40,8 @@ KOLS = pa.schema(
         field("department", pa.string(), "Department"),
         field("specialties", STRINGS, "Medical specialties (snake_case tokens)"),
         field("expertise_areas", STRINGS, "Areas of expertise"),
-        field("research_interests", STRINGS, "Research interests (when the list item carries them)"),
+        field("research_interests", STRINGS, "Not in the spec's list shape: NULL unless the server's list items carry it; "
+              "the detail's value is kol_details.research_interests"),
         field("tags", STRINGS, "Custom tags"),
         field("tier", pa.string(), "tier_1, tier_2 or tier_3"),
         field("engagement_level", pa.string(), "high, medium or low; computed by the service"),
@@ -51,12 +52,14 @@ KOLS = pa.schema(
             pa.struct([("city", pa.string()), ("state", pa.string()), ("country", pa.string())]),
             "Location: city, state or province, country (ISO 3166-1 alpha-2)",
         ),
-        field("bio", pa.string(), "Professional biography (when the list item carries it)"),
-        field("notes", pa.string(), "Internal notes (when the list item carries them)"),
+        field("bio", pa.string(), "Not in the spec's list shape: NULL unless the server's list items carry it; "
+              "the detail's value is kol_details.bio"),
+        field("notes", pa.string(), "Not in the spec's list shape: NULL unless the server's list items carry it; "
+              "the detail's value is kol_details.notes"),
         field(
             "social",
             pa.struct([("linkedin", pa.string()), ("twitter", pa.string())]),
-            "Social profiles (when the list item carries them)",
+            "Not in the spec's list shape: NULL unless the server's list items carry it; the detail's value is kol_details.social",
         ),
         field("event_count", pa.int64(), "Number of events attended"),
         field("last_interaction", TIMESTAMP, "Time of the latest interaction (UTC)"),
@@ -222,6 +225,7 @@ KOL_DETAILS = pa.schema(
         ),
         field("updated_at", TIMESTAMP, "updated_at of the KOL when this detail was fetched (UTC)"),
         field("enriched_at", TIMESTAMP, "Time the detail was fetched by the sync (UTC)"),
+        FETCHED,
         EXTRA,
     ]
 )

@@ -15,9 +15,8 @@ from assets import checks
 from assets.catalog import CATALOG, ResourceSpec
 from assets.metadata import catalog_reference, column_schema, markdown_preview
 from assets.snapshot_date import snapshot_date as run_snapshot_date
-from resources.sql import read_parquet
 from resources.lake import LakeResource
-from resources.sql import sql_literal
+from resources.sql import read_parquet
 from resources.warehouse import WarehouseResource
 
 
@@ -32,10 +31,7 @@ def load(
     started = time.monotonic()
     with warehouse.writer(context.log) as session:
         session.ensure_table(spec)
-        written = session.merge(
-            spec,
-            f"(SELECT *, DATE {sql_literal(snapshot_date)} AS _snapshot_date, now() AS _loaded_at FROM {snapshot})",
-        )
+        written = session.merge(spec, snapshot, snapshot_date=snapshot_date)
         session.ensure_history_view(spec, lake.relative_glob(spec.name))
         check_results = checks.run_warehouse_checks(session.conn, spec, snapshot)
         rows = session.count(spec.table)

@@ -236,7 +236,7 @@ def _merge_rows(session: WarehouseSession, spec: ResourceSpec, table: pa.Table) 
     name = f"_incoming_{spec.table}"
     session.conn.register(name, table)
     try:
-        return session.merge(spec, f"(SELECT *, NULL::DATE AS _snapshot_date, now() AS _loaded_at FROM {name})")
+        return session.merge(spec, name)
     finally:
         session.conn.unregister(name)
 

@@ -119,30 +119,35 @@ class WarehouseSession:
                 elif name == EXTRA_COLUMN and existing[name] != "JSON":  # tables made before _extra was JSON
                     self.conn.execute(f'ALTER TABLE {spec.table} ALTER COLUMN "{name}" TYPE JSON')
         for child in spec.children:
-            columns = ", ".join(f"{name} {type_}" for name, type_, _ in child.columns)
-            self.conn.execute(f"CREATE TABLE IF NOT EXISTS {child.name} ({columns})")
+            wanted = [(name, type_) for name, type_, _ in child.columns] + [(name, type_) for name, type_, _ in LOAD_COLUMNS]
+            existing = self._columns(child.name)
+            if not existing:
+                self.conn.execute(f"CREATE TABLE {child.name} ({', '.join(f'{n} {t}' for n, t in wanted)})")
+            for name, type_ in wanted:
+                if existing and name not in existing:  # child tables made before they carried the load columns
+                    self.conn.execute(f'ALTER TABLE {child.name} ADD COLUMN "{name}" {type_}')
         self._comment(spec)
 
-    def merge(self, spec: TableSpec, source_relation: str) -> int:
-        """Merge rows from `source_relation` (any SQL table expression with the table's column
-        names, e.g. a registered Arrow table or read_parquet(...)) into the spec's table.
+    def merge(self, spec: TableSpec, source_relation: str, *, snapshot_date: str | None = None) -> int:
+        """Merge rows from `source_relation` (any SQL table expression with the schema's column names,
+        e.g. a registered Arrow table or read_parquet(...)) into the spec's table, stamping the load
+        columns: `_snapshot_date` (the lake snapshot the rows come from; NULL for rows no snapshot
+        holds) and `_loaded_at`.
 
-        Per id the newer version wins (`spec.version`, compared field by field, a NULL on either
-        side deferring to the next field); when every field ties, the incoming row wins. Child
-        tables are rebuilt for the ids written. Returns the number of rows written. Runs in one
+        One rule decides which version of a row is newer, between two incoming rows as between an
+        incoming row and the table's: `spec.version`, compared field by field, a NULL on either side
+        deferring to the next field (`_not_older`); when every field ties, the incoming row wins.
+        Child tables are rebuilt for the ids written. Returns the number of rows written. Runs in one
         transaction: the one write path into current-state tables, nightly and incremental alike.
         """
         key = spec.key
-        newest_first = ", ".join(f"{f} DESC NULLS LAST" for f in spec.version)
         conn = self.conn
+        stamp = "NULL::DATE" if snapshot_date is None else f"DATE {sql_literal(snapshot_date)}"
+        source = f"(SELECT *, {stamp} AS _snapshot_date, now() AS _loaded_at FROM {source_relation})"
         conn.execute("BEGIN TRANSACTION")
         try:
-            source = f"(SELECT * FROM {source_relation})"
             if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
-                source = (
-                    f"(SELECT * FROM {source_relation} "
-                    f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY {newest_first}) = 1)"
-                )
+                source = self._newest_per_key(spec, source)
             # Only ids and versions are compared; the wide rows stream from the source once.
             conn.execute(
                 f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT i.{key} AS id FROM {source} i "
@@ -155,14 +160,38 @@ class WarehouseSession:
                 f"WHERE i.{key} IN (SELECT id FROM _merged_ids)"
             )
             for child in spec.children:
-                self._rebuild_child(child)
+                self._rebuild_child(spec.table, child)
             written = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
             conn.execute("DROP TABLE _merged_ids")
+            conn.execute("DROP TABLE IF EXISTS _repeated; DROP TABLE IF EXISTS _beaten")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         return int(written)
+
+    def _newest_per_key(self, spec: TableSpec, source: str) -> str:
+        """`source` with one row per key: the row no other row of its key is newer than by `_not_older`
+        (the rule the merge applies against the table). Should the rule go round in a circle (it can,
+        with NULLs deferring), the row observed last by the version's final field wins."""
+        key, conn = spec.key, self.conn
+        conn.execute(
+            f"CREATE OR REPLACE TEMP TABLE _repeated AS SELECT *, row_number() OVER () AS _row FROM {source} "
+            f"WHERE {key} IN (SELECT {key} FROM {source} GROUP BY {key} HAVING count(*) > 1)"
+        )
+        conn.execute(
+            f"CREATE OR REPLACE TEMP TABLE _beaten AS SELECT DISTINCT r._row FROM _repeated r JOIN _repeated o "
+            f"ON o.{key} = r.{key} AND o._row <> r._row WHERE NOT {_not_older(spec.version, 'r', 'o')}"
+        )
+        last = f"{spec.version[-1]} DESC NULLS LAST, " if spec.version else ""
+        winners = (
+            f"SELECT _row FROM (SELECT _row, row_number() OVER (PARTITION BY {key} ORDER BY beaten, {last}_row DESC) AS rank "
+            f"FROM (SELECT *, _row IN (SELECT _row FROM _beaten) AS beaten FROM _repeated)) WHERE rank = 1"
+        )
+        return (
+            f"(SELECT * FROM {source} WHERE {key} NOT IN (SELECT {key} FROM _repeated) "
+            f"UNION ALL BY NAME SELECT * EXCLUDE (_row) FROM _repeated WHERE _row IN ({winners}))"
+        )
 
     def replace_table(
         self, table: str, source_relation: str, schema: pa.Schema, comment: str, more_columns: dict[str, str] | None = None
@@ -210,11 +239,16 @@ class WarehouseSession:
         ).fetchall()
         return dict(rows)
 
-    def _rebuild_child(self, child: ChildSpec) -> None:
+    def _rebuild_child(self, parent: str, child: ChildSpec) -> None:
+        """The child rows of the ids written, with their parent row's load columns."""
         self.conn.execute(f"DELETE FROM {child.name} WHERE {child.parent_key} IN (SELECT id FROM _merged_ids)")
-        columns = ", ".join(name for name, _, _ in child.columns)
+        names = [name for name, _, _ in child.columns]
+        load = [name for name, _, _ in LOAD_COLUMNS]
         self.conn.execute(
-            f"INSERT INTO {child.name} ({columns}) {child.select_sql} WHERE p.id IN (SELECT id FROM _merged_ids)"
+            f"INSERT INTO {child.name} ({', '.join(names + load)}) "
+            f"SELECT c.*, {', '.join(f'parent.{name}' for name in load)} "
+            f"FROM ({child.select_sql} WHERE p.id IN (SELECT id FROM _merged_ids)) AS c({', '.join(names)}) "
+            f"JOIN {parent} parent ON parent.id = c.{child.parent_key}"
         )
 
     def _comment(self, spec: TableSpec) -> None:
@@ -228,6 +262,8 @@ class WarehouseSession:
             execute(f"COMMENT ON TABLE {child.name} IS {sql_literal(child.description)}")
             for name, _, text in child.columns:
                 execute(f"COMMENT ON COLUMN {child.name}.{name} IS {sql_literal(text)}")
+            for name, _, text in LOAD_COLUMNS:
+                execute(f'COMMENT ON COLUMN {child.name}."{name}" IS {sql_literal(text + " (of the parent row)")}')
 
 
 def _not_older(version: tuple[str, ...], incoming: str, existing: str) -> str:

@@ -223,3 +223,39 @@ def test_kol_merges_compare_updated_at_first_and_the_receipt_time_on_a_tie():
     ])
     assert written == 1
     assert dict(conn.execute("SELECT id, full_name FROM kols").fetchall()) == {"kol_a": "Webhook A", "kol_b": "Nightly B"}
+
+
+def _kol(kol_id: str, name: str, updated_at: str | None, fetched_at: str) -> dict:
+    return {"id": kol_id, "full_name": name, "specialties": ["cardiology"], "tier": "tier_1", "is_archived": False,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": updated_at, "_fetched_at": fetched_at}
+
+
+def test_one_newer_wins_rule_within_a_batch_and_against_the_table():
+    from assets.catalog import KOLS
+
+    dated = _kol("kol_a", "Dated, fetched first", "2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z")
+    undated = _kol("kol_a", "Undated, fetched later", None, "2026-05-03T00:00:00Z")
+    # One at a time: a NULL updated_at defers to _fetched_at, so the later-fetched row wins.
+    one_by_one = duckdb.connect()
+    WarehouseSession(one_by_one).ensure_table(KOLS)
+    _merge(one_by_one, [dated], KOLS)
+    _merge(one_by_one, [undated], KOLS)
+    # The same two rows in one batch, in either order, must give the same row (the rule that used to
+    # pick within a batch sorted NULLs last, and kept the dated row).
+    for batch in ([dated, undated], [undated, dated]):
+        together = duckdb.connect()
+        WarehouseSession(together).ensure_table(KOLS)
+        assert _merge(together, batch, KOLS) == 1
+        assert together.execute("SELECT full_name FROM kols").fetchall() == [("Undated, fetched later",)]
+    assert one_by_one.execute("SELECT full_name FROM kols").fetchall() == [("Undated, fetched later",)]
+
+
+def test_a_newer_dated_row_in_a_batch_beats_an_older_one_whatever_the_fetch_order():
+    from assets.catalog import KOLS
+
+    newer = _kol("kol_b", "Updated later, fetched first", "2026-05-05T00:00:00Z", "2026-05-06T00:00:00Z")
+    older = _kol("kol_b", "Updated earlier, fetched later", "2026-05-04T00:00:00Z", "2026-05-07T00:00:00Z")
+    conn = duckdb.connect()
+    WarehouseSession(conn).ensure_table(KOLS)
+    _merge(conn, [older, newer], KOLS)
+    assert conn.execute("SELECT full_name FROM kols").fetchall() == [("Updated later, fetched first",)]
