@@ -16,6 +16,7 @@ import pyarrow as pa
 from assets import schemas
 from assets.schemas import FETCHED_AT
 from commops_spec import constants as c
+from resources.commops_api import ListSource
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,12 @@ class ResourceSpec:
     id_prefix: str
     schema: pa.Schema
     description: str
-    walks: tuple[dict[str, str], ...] = ({},)  # one client walk per params dict, results unioned
-    walk_defaults: tuple[dict[str, Any], ...] = ({},)  # values filled per walk when a record lacks them
+    walks: tuple[dict[str, str], ...] = ({},)  # one list per params dict (KOLs: active, archived), results unioned
+    walk_defaults: tuple[dict[str, Any], ...] = ({},)  # values filled per list when a record lacks them
+    # Per list, the index of the list its rows leave for (active KOLs are archived), None where rows only enter.
+    walk_drains_into: tuple[int | None, ...] = (None,)
+    # A single object's path ("/kols/{id}"), to settle rows a repair pass no longer listed; None: no lookup.
+    lookup_path: str | None = None
     # The field that grows as rows are created: walks sort by it ascending, and it tells which rows
     # were created during a walk (on the server's clock).
     sort: str | None = "created_at"
@@ -66,6 +71,23 @@ class ResourceSpec:
     def history_view(self) -> str:
         return f"{self.name}_history"
 
+    def walk_label(self, index: int) -> str:
+        """The list's name in progress output and run metadata: `kols is_archived=false`, or `campaigns`."""
+        if len(self.walks) == 1:
+            return self.name
+        return f"{self.name} " + " ".join(f"{k}={v}" for k, v in self.walks[index].items())
+
+    def list_sources(self) -> list[ListSource]:
+        """The lists of one listing of this resource, for ApiClient.listing."""
+        return [
+            ListSource(
+                label=self.walk_label(i),
+                params=dict(params),
+                drains_into=None if self.walk_drains_into[i] is None else self.walk_label(self.walk_drains_into[i]),
+            )
+            for i, params in enumerate(self.walks)
+        ]
+
 
 KOLS = ResourceSpec(
     name="kols",
@@ -75,6 +97,8 @@ KOLS = ResourceSpec(
     description="Key opinion leaders, active and archived (list shape of GET /v1/kols), one row per KOL.",
     walks=({"is_archived": "false"}, {"is_archived": "true"}),
     walk_defaults=({"is_archived": False}, {"is_archived": True}),
+    walk_drains_into=(1, None),  # archiving moves a KOL from the active list to the archived list, one way
+    lookup_path="/kols/{id}",
     version=("updated_at", FETCHED_AT),
     # Required on creation (full_name, specialties), defaulted (tier), stated by 4.1 (created_at, updated_at).
     required=("id", "full_name", "specialties", "tier", "is_archived", "created_at", "updated_at"),

@@ -9,7 +9,6 @@ oldest pending first, and reports how many remain; running out of budget never f
 
 
 import time
-from datetime import UTC, datetime
 
 import dagster as dg
 from pydantic import Field
@@ -18,12 +17,13 @@ from assets.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
 from assets.metadata import catalog_reference, column_schema, markdown_preview, request_metadata
 from assets.progress import ProgressReporter
 from assets.records import RecordConverter
+from assets.schemas import FETCHED_AT
+from commops_spec.timestamps import utc_now
 from assets.snapshot_date import snapshot_date
 from resources.api import CommopsApiResource
 from resources.commops_api import RequestBudgetExceeded
-from resources.lake import LakeResource, SnapshotWriter
+from resources.lake import LakeResource, StagedSnapshot
 from resources.settings import load_settings
-from resources.sql import read_parquet
 from resources.warehouse import WarehouseResource
 
 BATCH = 500
@@ -79,20 +79,17 @@ def kol_details(
     before = client.stats
     budget_left = max(0, api.max_requests_per_run - before.requests)
     ids, pending = _pending(warehouse, context, min(limit, budget_left))
-    writer = lake.snapshot_writer(
-        KOL_DETAILS.name, snapshot_date(context), KOL_DETAILS.schema, key=KOL_DETAILS.key, newest_by="enriched_at"
-    )
-    try:
-        fetched, stopped_by = _fetch(client, ids, writer, progress)
+    date = snapshot_date(context)
+    with lake.snapshot(KOL_DETAILS.name, date, KOL_DETAILS.schema, key=KOL_DETAILS.key, newest_by=FETCHED_AT,
+                       publish=False) as staged:  # a scratch file: details are merged, not kept in the lake
+        fetched, stopped_by = _fetch(client, ids, staged, progress)
+        staged.finish()
         with warehouse.writer(context.log) as session:
             session.ensure_table(KOL_DETAILS)
             if fetched:
-                writer.close(session.conn)
-                session.merge(KOL_DETAILS, read_parquet(writer.path))
+                session.merge(KOL_DETAILS, staged.relation, snapshot_date=date)
             rows = session.count(KOL_DETAILS.table)
             preview = markdown_preview(session.conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
-    finally:
-        writer.abort()  # the staged details are merged: nothing of them is kept in the lake
     remaining = pending - fetched
     if limit <= 0:
         context.log.info(f"KOL details: enrichment skipped (limit 0); {pending} pending")
@@ -113,25 +110,25 @@ def kol_details(
     )
 
 
-def _fetch(client, ids: list[str], writer: SnapshotWriter, progress: ProgressReporter) -> tuple[int, str | None]:
-    """Fetch details into the staged file, BATCH rows per batch. Returns (fetched, reason stopped early)."""
-    enriched_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    converter = RecordConverter(KOL_DETAILS.schema, ignored=KOL_DETAIL_FIELDS_IN_KOLS, defaults={"enriched_at": enriched_at})
+def _fetch(client, ids: list[str], staged: StagedSnapshot, progress: ProgressReporter) -> tuple[int, str | None]:
+    """Fetch details into the staged file, BATCH rows per batch, each stamped with the time it arrived
+    (`_fetched_at`, and `enriched_at`). Returns (fetched, reason stopped early)."""
+    converter = RecordConverter(KOL_DETAILS.schema, ignored=KOL_DETAIL_FIELDS_IN_KOLS)
     fetched, stopped_by, batch = 0, None, []
     try:
         for _, data in client.get_many([f"/kols/{kol_id}" for kol_id in ids], skip_missing=True):
-            batch.append(data)
+            received = utc_now()
+            batch.append({**data, "enriched_at": received, FETCHED_AT: received})
             if len(batch) >= BATCH:
-                writer.write(converter.to_batch(batch))
+                staged.write(converter.to_batch(batch))
                 fetched += len(batch)
                 batch = []
                 progress.items("kol details", fetched, len(ids))
     except RequestBudgetExceeded as error:
         stopped_by = str(error)
     if batch:
-        writer.write(converter.to_batch(batch))
+        staged.write(converter.to_batch(batch))
         fetched += len(batch)
-    writer.end_walk(fetched, frozenset())
     if ids:
         progress.items("kol details", fetched, len(ids))
         progress.finished("kol details")

@@ -1,23 +1,25 @@
 """Lake snapshot assets: each catalog resource paged from the API into one Parquet snapshot.
 
-Per catalog resource: every walk of the API list is converted page by page into Arrow (each row
-stamped with `_fetched_at`, the time its page arrived) and streamed into a staged snapshot by
-LakeResource, checked, and only then published to
+Per catalog resource: every list of the API (KOLs: active and archived) is paged by one listing
+(resources/commops_api/_paging.py: it proves what it holds even while rows are created and archived),
+converted page by page into Arrow (each row stamped with `_fetched_at`, the time its page arrived),
+streamed into a snapshot staged by LakeResource, checked, and only then published to
 `lake/<resource>/snapshot_date=YYYY-MM-DD/data.parquet`: a crashed run leaves no partial
-snapshot, a re-run of the day replaces it atomically.
+snapshot, a re-run of the day replaces it atomically. The run's metadata says what was proven and
+names the rows in flux (created or archived while the lists were paged).
 """
 
 
 import functools
 import time
+from collections import Counter
 from typing import Any
 
 import dagster as dg
-import duckdb
 
 from assets import checks
 from assets.catalog import CATALOG, ResourceSpec
-from assets.metadata import catalog_reference, column_schema, markdown_preview, request_metadata
+from assets.metadata import catalog_reference, column_schema, listing_metadata, markdown_preview, request_metadata
 from assets.progress import ProgressReporter
 from assets.records import RecordConverter
 from assets.schemas import FETCHED_AT
@@ -25,7 +27,6 @@ from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.api import CommopsApiResource
 from resources.commops_api import Page
 from resources.lake import LakeResource
-from resources.sql import read_parquet
 
 
 def _stamped(page: Page) -> list[dict[str, Any]]:
@@ -36,12 +37,6 @@ def _stamped(page: Page) -> list[dict[str, Any]]:
     return page.items
 
 
-def _walk_label(spec: ResourceSpec, params: dict[str, str]) -> str:
-    if len(spec.walks) == 1:
-        return spec.name
-    return f"{spec.name} " + " ".join(f"{k}={v}" for k, v in params.items())
-
-
 def snapshot(
     context: dg.AssetExecutionContext,
     spec: ResourceSpec,
@@ -49,42 +44,48 @@ def snapshot(
     lake: LakeResource,
     progress: ProgressReporter,
 ) -> dg.MaterializeResult:
-    """Page every walk of `spec` into a staged snapshot, check it, publish it."""
+    """Page every list of `spec` into a staged snapshot, check it, publish it."""
     snapshot_date = run_snapshot_date(context)
     client = api.client
     started, before = time.monotonic(), client.stats
-    writer = lake.snapshot_writer(spec.name, snapshot_date, spec.schema, key=spec.key, newest_by=FETCHED_AT)
-    try:
-        for params, defaults in zip(spec.walks, spec.walk_defaults, strict=True):
-            label = _walk_label(spec, params)
-            converter = RecordConverter(spec.schema, defaults=defaults)
-            walk = client.walk(spec.path, dict(params), sort=spec.sort, progress=functools.partial(progress.pages, label))
-            for page in walk.pages():
-                writer.write(converter.to_batch(_stamped(page)))
-            writer.end_walk(walk.total or 0, walk.vanished_ids)
-            progress.finished(label)
-        conn = duckdb.connect(config={"memory_limit": "64MB", "threads": 2})
-        try:
-            rows = writer.close(conn)
-            relation = read_parquet(writer.path)
-            check_results = checks.run_snapshot_checks(conn, spec, relation, writer.expected_rows)
-            preview = markdown_preview(conn, relation, [f.name for f in spec.schema][:4])
-        finally:
-            conn.close()
-    except BaseException:
-        writer.abort()
-        raise
-    final = lake.publish(writer.staging, spec.name, snapshot_date)
+    sources = spec.list_sources()
+    converters = {
+        source.label: RecordConverter(spec.schema, defaults=defaults)
+        for source, defaults in zip(sources, spec.walk_defaults, strict=True)
+    }
+    listing = client.listing(
+        spec.path, sources, sort=spec.sort, lookup_path=spec.lookup_path,
+        progress=lambda label: functools.partial(progress.pages, label),
+    )
+    with lake.snapshot(spec.name, snapshot_date, spec.schema, key=spec.key, newest_by=FETCHED_AT) as staged:
+        for source, page in listing.pages():
+            staged.write(converters[source.label].to_batch(_stamped(page)))
+        for source in sources:
+            progress.finished(source.label)
+        report = listing.report
+        rows = staged.finish(drop=listing.drop_ids, repeated_ids=bool(report.moved))
+        check_results = checks.run_snapshot_checks(staged.conn, spec, staged.relation, report)
+        preview = markdown_preview(staged.conn, staged.relation, [f.name for f in spec.schema][:4])
+    unreadable = sum((c.unreadable for c in converters.values()), Counter())
     stats = client.stats - before
-    context.log.info(f"{spec.name}: {rows} rows -> {final} ({stats.requests} requests)")
+    context.log.info(f"{spec.name}: {rows} rows -> {staged.published} ({stats.requests} requests)")
+    if report.in_flux_count or report.gone:
+        context.log.warning(report.describe())
+    if unreadable:
+        context.log.warning(
+            f"{spec.name}: {sum(unreadable.values())} value(s) could not be read and are kept raw in _extra: "
+            + ", ".join(f"{path} {n}" for path, n in unreadable.most_common())
+        )
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": rows,
-            "api_total": writer.expected_rows,
-            "rows_fetched": writer.rows_written,
+            "api_total": report.api_total,
+            "rows_fetched": staged.rows_written,
+            **listing_metadata(report),
+            "unreadable_values": dg.MetadataValue.json(dict(unreadable.most_common())),
             **request_metadata(stats),
             "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
-            "path": dg.MetadataValue.path(str(final)),
+            "path": dg.MetadataValue.path(str(staged.published)),
             "preview": dg.MetadataValue.md(preview),
         },
         check_results=check_results,

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from assets import catalog
 from assets.catalog import ResourceSpec
-from resources.commops_api import RequestStats
+from resources.commops_api import ListingReport, RequestStats
 from resources.warehouse import LOAD_COLUMNS, column_type, description
 
 
@@ -23,6 +23,28 @@ def request_metadata(stats: RequestStats) -> dict[str, Any]:
         "rate_limited_429s": stats.rate_limited,
         "throttled_seconds": dg.MetadataValue.float(round(stats.throttled_seconds, 3)),
         "retries": stats.retries,
+    }
+
+
+_MAX_IDS_IN_METADATA = 1_000
+
+
+def listing_metadata(report: ListingReport) -> dict[str, Any]:
+    """What a listing proved, and the rows in flux (created or archived while its lists were paged):
+    numbers to plot, a sample to look up, and the whole account in words."""
+    return {
+        "complete": report.complete,
+        "rows_in_flux": report.in_flux_count,
+        "rows_in_flux_sample": ", ".join(report.in_flux_sample()) or "none",
+        "rows_unseen": report.unseen,
+        "rows_gone": len(report.gone),
+        "rows_moved_between_lists": len(report.moved),
+        "repair_passes": sum(v.passes for v in report.lists) - len(report.lists),
+        "lookups": report.looked_up,
+        "rows_in_flux_ids": dg.MetadataValue.json(report.in_flux_ids()[:_MAX_IDS_IN_METADATA]),
+        "listing_started_at": report.started_at.isoformat() if report.started_at else "",
+        "listing_ended_at": report.ended_at.isoformat() if report.ended_at else "",
+        "listing": dg.MetadataValue.md(report.describe()),
     }
 
 

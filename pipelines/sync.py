@@ -51,6 +51,7 @@ class AssetSummary:
     throttled_seconds: float | None = None
     duration_seconds: float | None = None
     note: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)  # every metadata entry, as plain values
 
 
 @dataclass
@@ -174,6 +175,8 @@ def _summarise(result: dg.ExecuteInProcessResult, snapshot_date: str, data: Path
             note = f"{metadata_value(metadata, 'details_fetched')} fetched, {metadata_value(metadata, 'pending_remaining')} pending for next runs"
         elif metadata_value(metadata, "details_fetched") is not None:
             note = f"{metadata_value(metadata, 'details_fetched')} fetched"
+        elif metadata_value(metadata, "rows_in_flux"):
+            note = f"{metadata_value(metadata, 'rows_in_flux')} in flux (created or archived while paging)"
         summary.assets.append(
             AssetSummary(
                 asset=materialization.asset_key.to_user_string(),
@@ -184,6 +187,7 @@ def _summarise(result: dg.ExecuteInProcessResult, snapshot_date: str, data: Path
                 throttled_seconds=metadata_value(metadata, "throttled_seconds"),
                 duration_seconds=metadata_value(metadata, "duration_seconds"),
                 note=note,
+                metadata={key: metadata_value(metadata, key) for key in metadata},
             )
         )
     for evaluation in result.get_asset_check_evaluations():

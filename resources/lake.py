@@ -11,6 +11,8 @@ import fcntl
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -27,14 +29,10 @@ SNAPSHOT_FILE = "data.parquet"
 ROWS_PER_ROW_GROUP = 10_000
 
 
-class SnapshotWriter:
-    """Streams record batches of one resource into a staged Parquet file of a fixed schema.
-
-    A resource may be read in several walks (KOLs: active, then archived). The snapshot keeps
-    the ids the API still counts at the end of each walk; an id in two walks (archived between
-    them) keeps the version received last (the greatest `newest_by`), an id the client saw
-    vanish (and no other walk has) is dropped.
-    """
+class StagedSnapshot:
+    """A snapshot being written: record batches of a fixed schema streamed into a staged Parquet file,
+    then finished (one row per id, the one received last by `newest_by`; rows gone from the API left
+    out). It owns a small DuckDB connection (`conn`) for finishing and for the checks that read it."""
 
     def __init__(self, staging: Path, schema: pa.Schema, *, key: str, newest_by: str):
         self.staging = staging
@@ -43,65 +41,70 @@ class SnapshotWriter:
         self.newest_by = newest_by
         self.path = staging / SNAPSHOT_FILE
         self.rows_written = 0
-        self.api_total = 0
-        self.overlap = 0
-        self._kept: set[str] = set()
-        self._walk: set[str] = set()
+        self.published: Path | None = None  # where it went, once published
         self._buffer: list[pa.RecordBatch] = []
         self._buffered = 0
-        self._writer = pq.ParquetWriter(self.path, schema, compression="zstd")
+        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self.path, schema, compression="zstd")
+        self._conn: duckdb.DuckDBPyConnection | None = None
+
+    @property
+    def conn(self) -> duckdb.DuckDBPyConnection:
+        if self._conn is None:
+            self._conn = duckdb.connect(config={"memory_limit": "64MB", "threads": 2})
+        return self._conn
+
+    @property
+    def relation(self) -> str:
+        """The staged file as a DuckDB table expression."""
+        return read_parquet(self.path)
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self._walk.update(batch.column(self.key).to_pylist())
         self._buffer.append(batch)
         self._buffered += batch.num_rows
         self.rows_written += batch.num_rows
         if self._buffered >= ROWS_PER_ROW_GROUP:
             self._flush()
 
-    def end_walk(self, total: int, vanished: frozenset[str]) -> None:
-        counted = self._walk - vanished
-        self.overlap += len(counted & self._kept)
-        self._kept |= counted
-        self.api_total += total
-        self._walk = set()
-
-    @property
-    def expected_rows(self) -> int:
-        """The API's totals, an id counted by two walks counted once."""
-        return self.api_total - self.overlap
-
-    def close(self, conn: duckdb.DuckDBPyConnection) -> int:
-        """Finish the file, keeping one row (the one received last) per counted id. Returns its rows."""
+    def finish(self, *, drop: frozenset[str] = frozenset(), repeated_ids: bool = False) -> int:
+        """Close the file: when an id may have been written twice (it moved between lists) keep the
+        version received last; leave out the ids in `drop`. Returns its rows."""
         self._flush()
+        assert self._writer is not None
         self._writer.close()
-        if self.rows_written != len(self._kept):
-            self._keep_newest(conn)
-        return len(self._kept)
+        self._writer = None
+        if not drop and not repeated_ids:
+            return self.rows_written
+        return self._rewrite(drop)
 
-    def abort(self) -> None:
-        try:
+    def close(self) -> None:
+        if self._writer is not None:
             self._writer.close()
-        finally:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            self._writer = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def _flush(self) -> None:
         if self._buffer:
+            assert self._writer is not None
             self._writer.write_table(pa.Table.from_batches(self._buffer, schema=self.schema))
         self._buffer, self._buffered = [], 0
 
-    def _keep_newest(self, conn: duckdb.DuckDBPyConnection) -> None:
-        deduped = self.staging / f"deduped-{SNAPSHOT_FILE}"
-        conn.execute("CREATE TEMP TABLE _kept_ids AS SELECT unnest(?::VARCHAR[]) AS id", [sorted(self._kept)])
-        reader = conn.sql(
-            f"SELECT * FROM {read_parquet(self.path)} WHERE {self.key} IN (SELECT id FROM _kept_ids) "
+    def _rewrite(self, drop: frozenset[str]) -> int:
+        finished = self.staging / f"finished-{SNAPSHOT_FILE}"
+        self.conn.execute("CREATE OR REPLACE TEMP TABLE _dropped AS SELECT unnest(?::VARCHAR[]) AS id", [sorted(drop)])
+        reader = self.conn.sql(
+            f"SELECT * FROM {self.relation} WHERE {self.key} NOT IN (SELECT id FROM _dropped) "
             f"QUALIFY row_number() OVER (PARTITION BY {self.key} ORDER BY {self.newest_by} DESC) = 1"
         ).to_arrow_reader(ROWS_PER_ROW_GROUP)
-        with pq.ParquetWriter(deduped, self.schema, compression="zstd") as writer:
+        rows = 0
+        with pq.ParquetWriter(finished, self.schema, compression="zstd") as writer:
             for batch in reader:
                 writer.write_table(pa.Table.from_batches([batch]).cast(self.schema))
-        conn.execute("DROP TABLE _kept_ids")
-        deduped.replace(self.path)
+                rows += batch.num_rows
+        self.conn.execute("DROP TABLE _dropped")
+        finished.replace(self.path)
+        return rows
 
 
 class LakeResource(dg.ConfigurableResource):
@@ -124,11 +127,25 @@ class LakeResource(dg.ConfigurableResource):
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self.remove_abandoned_staging()
 
-    def snapshot_writer(
-        self, resource: str, snapshot_date: str, schema: pa.Schema, *, key: str, newest_by: str
-    ) -> SnapshotWriter:
-        """A writer into a new private staging directory; `publish(writer.staging, ...)` puts it in place."""
-        return SnapshotWriter(self.new_staging_dir(resource, snapshot_date), schema, key=key, newest_by=newest_by)
+    @contextmanager
+    def snapshot(
+        self, resource: str, snapshot_date: str, schema: pa.Schema, *, key: str, newest_by: str, publish: bool = True
+    ) -> Iterator[StagedSnapshot]:
+        """Stage a snapshot in a private directory; when the block ends without an error it is published
+        (`snapshot.published` says where), or discarded with `publish=False` (a scratch file). An error
+        discards it: readers never see a partial snapshot."""
+        staged = StagedSnapshot(self.new_staging_dir(resource, snapshot_date), schema, key=key, newest_by=newest_by)
+        try:
+            yield staged
+        except BaseException:
+            staged.close()
+            self.discard(staged.staging)
+            raise
+        staged.close()
+        if publish:
+            staged.published = self.publish(staged.staging, resource, snapshot_date)
+        else:
+            self.discard(staged.staging)
 
     def snapshot_file(self, resource: str, snapshot_date: str) -> Path:
         return self.snapshot_dir(resource, snapshot_date) / SNAPSHOT_FILE

@@ -1,7 +1,7 @@
 """Client for the Commercial Operations API: paging, one shared rate budget, retries, completeness checks."""
 
 from ._client import ApiClient
-from ._paging import Page, Walk
+from ._paging import ListingReport, ListSource, Page, Walk
 from ._errors import (
     ApiError,
     ApiUnavailableError,
@@ -19,6 +19,8 @@ __all__ = [
     "ApiUnavailableError",
     "AuthenticationError",
     "IncompleteDataError",
+    "ListSource",
+    "ListingReport",
     "NotFoundError",
     "Page",
     "RequestBudgetExceeded",

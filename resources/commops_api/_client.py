@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -23,7 +23,7 @@ from ._errors import (
     NotFoundError,
     ScopeError,
 )
-from ._paging import Page, ProgressCallback, Walk
+from ._paging import ListSource, ListWalk, Listing, Page, ProgressCallback, Walk
 from ._rate import RateBudget
 from ._stats import RequestStats
 
@@ -173,6 +173,47 @@ class ApiClient:
             for future in pending:
                 future.cancel()
 
+    def listing(
+        self,
+        path: str,
+        sources: Sequence[ListSource],
+        *,
+        sort: str | None = "created_at",
+        order: str = "asc",
+        lookup_path: str | None = None,
+        progress: Callable[[str], ProgressCallback | None] | None = None,
+    ) -> Listing:
+        """A complete listing of the lists of one resource (e.g. active and archived KOLs): iterate
+        `listing.pages()` for (source, page) pairs, each id of a list once, page by page. Afterwards
+        `listing.report` says what was proven (see _paging) and `listing.drop_ids` names rows gone
+        from the API.
+
+        `sort` is the field rows are listed by (ascending: new rows land on the last page); a server
+        that rejects it is paged unsorted. `lookup_path` (e.g. "/kols/{id}") settles rows an earlier
+        pass saw and the final one did not. `progress(label)` gives each list's page callback."""
+        walks = [
+            ListWalk(
+                source,
+                self._page_fetcher(path, dict(source.params), sort, order),
+                endpoint=path,
+                per_page=self.per_page,
+                executor=self._executor,
+                lookahead=2 * self.max_concurrency,
+                sort=sort,
+                descending=order == "desc",
+                progress=progress(source.label) if progress is not None else None,
+            )
+            for source in sources
+        ]
+        return Listing(
+            walks,
+            endpoint=path,
+            max_repair_passes=self.max_repair_passes,
+            log=self._log,
+            settle=self._settler(lookup_path) if lookup_path else None,
+            sort_honoured=lambda: path not in self._sort_rejected,
+        )
+
     def walk(
         self,
         path: str,
@@ -180,44 +221,43 @@ class ApiClient:
         *,
         sort: str | None = "created_at",
         order: str = "asc",
-        created_field: str | None = None,
         progress: ProgressCallback | None = None,
     ) -> Walk:
-        """A complete listing of a list endpoint: iterate `walk.pages()` for every item, each id once,
-        page by page; completeness is proven at the end (see _paging) or IncompleteDataError is raised.
-        Afterwards `walk.total` is the API's total and `walk.vanished_ids` the yielded ids that a repair
-        pass no longer found.
+        """A complete listing of one list that rows only enter (campaigns, products, signals, archived
+        KOLs): iterate `walk.pages()` for its pages; afterwards `walk.report` and `walk.total`."""
+        source = ListSource(path, dict(params or {}))
+        return Walk(self.listing(path, [source], sort=sort, order=order, progress=lambda _: progress))
 
-        `sort` is the field that grows as rows are created (ascending, new rows land on the last page);
-        `created_field` (default: `sort`) tells which rows were created during a pass.
-        `progress(pages_done, pages_expected)` after each page."""
-        base_params = {**(params or {}), "per_page": self.per_page}
+    def _page_fetcher(self, path: str, base_params: dict[str, Any], sort: str | None, order: str) -> Callable[[int, int], Page]:
         sorted_params = {**base_params, "sort": sort, "order": order} if sort else base_params
 
-        def fetch(number: int) -> Page:
+        def fetch(number: int, per_page: int) -> Page:
             use = base_params if path in self._sort_rejected else sorted_params
             try:
-                reply = self._get(path, {**use, "page": number})
+                reply = self._get(path, {**use, "per_page": per_page, "page": number})
             except ApiError as error:
                 if use is base_params or not _is_sort_rejection(error):
                     raise
                 self._reject_sort(path, sort, error)
-                reply = self._get(path, {**base_params, "page": number})
+                reply = self._get(path, {**base_params, "per_page": per_page, "page": number})
             with self._lock:
                 self._pages += 1
-            return Page.from_body(number, reply.body, path, server_date=reply.server_date, elapsed=reply.elapsed)
+            return Page.from_body(number, reply.body, path, server_date=reply.server_date, elapsed=reply.elapsed,
+                                  per_page=per_page)
 
-        return Walk(
-            fetch=fetch,
-            endpoint=path,
-            per_page=self.per_page,
-            executor=self._executor,
-            lookahead=2 * self.max_concurrency,
-            max_repair_passes=self.max_repair_passes,
-            log=self._log,
-            created_field=created_field or sort,
-            progress=progress,
-        )
+        return fetch
+
+    def _settler(self, lookup_path: str) -> Callable[[list[str]], dict[str, str]]:
+        """ids -> {id: "gone" (404), "archived" (the object says is_archived) or "present"}."""
+
+        def settle(ids: list[str]) -> dict[str, str]:
+            paths = {lookup_path.format(id=item_id): item_id for item_id in ids}
+            states = dict.fromkeys(ids, "gone")
+            for found, data in self.get_many(list(paths), skip_missing=True):
+                states[paths[found]] = "archived" if data.get("is_archived") is True else "present"
+            return states
+
+        return settle
 
     # -- one request, retried ------------------------------------------------------------------
 

@@ -1,49 +1,64 @@
-"""Paging a list endpoint completely: a `Walk` is one complete listing, proven or refused.
+"""Paging list endpoints completely while the data keeps changing: a `Listing` walks the lists of one
+resource (KOLs: the active list, and the archived list it drains into) until it can prove what it holds.
 
-A pass fetches page 1 (which states the total), then pages 2..N concurrently with a bounded lookahead,
-yielding each page as soon as every page before it has been yielded. Offset paging over a list that
-changes can shift a row across a page boundary that was already read, so a pass only counts as complete
-when it proves that nothing it could have missed changed:
+A pass over one list fetches page 1 (which states the total), then pages 2..N-1 concurrently with a
+bounded lookahead: the pass's body. Its final page N is fetched alone, after the bodies of every list
+of the listing have arrived; when a page's total asks for more pages, the pass goes on. A round walks
+every list this way: the bodies first, then the final pages in list order. Each pass yields only items
+no earlier pass of its list yielded.
 
-- every page reported the same total T,
-- the pass saw exactly T distinct ids, and
-- no row it saw was created during the pass, judged on the SERVER's clock: the walk's start is the
-  `Date` header of page 1 minus that request's duration and one second (Date has one-second precision),
-  and a row counts as created meanwhile when its creation field (the walk's sort field) is at or after it.
+Offset paging over a changing list can miss rows: when a row on a page already read leaves the list,
+every later row moves back one place and one of them slips onto the page already read; with pages
+fetched concurrently, an insertion can push a row past a page not yet computed. The listing proves, per
+list, that every row present in it from the walk's start to its end was seen, in one of two ways, and
+assumes nothing of the server's clock:
 
-Why that suffices: with R rows present throughout, A rows archived or deleted during the pass and C
-created, the first page reports R + A and the last R + C, so equal totals give A = C; a row missed
-among the R leaves fewer than T distinct ids unless seen rows that were not present throughout make up
-for it: archived ones alone cannot (A = C), created ones are caught by the clock test. Nothing depends on
-the client's clock agreeing with the server's, nor on the precision of the server's timestamps (the
-comparison is inclusive). A server that sends no Date header (or rows without the field) cannot be judged
-by time: there a pass is complete once a second pass with equal counts sees the same ids.
+- **Counted.** The final page of a pass states the list's size at that moment (when it is not full, its
+  offset plus its items, which describe the same moment as its items; else its total). Every row seen in
+  the list and not seen in the list it drains into was in the list then, or was archived without being
+  seen archived: the archived list's own deficit bounds those (rows only ever enter it: the spec has no
+  delete and archiving is one-way). So `D = T - |seen - seen archived| + max(D_archived, 0) <= 0` proves
+  that no row of the list at that moment was missed. It proves quiet data at once, with exactly
+  ceil(T / per_page) requests; while rows are archived it loses a row for every archival between the
+  two final pages.
+- **Covered.** When the server honours the requested sort (checked on every page it returns, never
+  assumed), each page shows every row whose sort key (created_at, then id) lies between its first and its
+  last item, as of that moment; page 1 also everything before its first item, and the list's last page
+  everything after its last. A row present throughout lies somewhere on that key line, so once the pages'
+  key ranges leave no gap, it was seen. Repair passes use another page size, so their page boundaries fall
+  elsewhere, and the few gaps left are closed by single probe requests around them.
 
-A pass that proves nothing is repaired by walking again, yielding only ids not yielded before, until a
-pass is complete or the repair passes run out (IncompleteDataError naming the rows left unsettled).
-When nothing changes, a walk makes exactly ceil(total / per_page) requests (at least one).
+A list proven neither way is walked again, with the list it drains into, up to `max_repair_passes` times;
+the report then says it is not proven, with the counts.
+
+Rows seen by an earlier pass but missing from the final one, and not seen where they drain to, are kept,
+except when the final pass alone accounts for its list and every archived row was seen (they left it:
+deleted), or a lookup (KOLs: GET /v1/kols/{id}) answers 404. Without a lookup they are named in flux.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
-import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from ._errors import ApiError, IncompleteDataError
+from commops_spec.timestamps import UnreadableTimestamp, parse_timestamp
+
+from ._errors import ApiError
 
 ProgressCallback = Callable[[int, int], None]  # (pages done, pages expected so far)
+# ids -> {id: "gone" | "present" | "archived"}; ids it cannot tell are left out
+Settle = Callable[[list[str]], dict[str, str]]
+Fetch = Callable[[int, int], "Page"]  # (page number, per_page) -> the page
 
-# A row created just before a pass cannot be told from one created during it; before walking again,
-# wait until the server's clock is this far past the newest such row, so the next pass can tell.
-_SETTLE = timedelta(seconds=2)
-_MAX_SETTLE_WAIT_SECONDS = 5.0
 _SAMPLE = 5
+_MAX_PROBE_ROUNDS = 3
+_Key = tuple[datetime, str]
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,7 @@ class Page:
     received_at: datetime  # the client's clock (UTC): orders observations made by this process
     server_date: datetime | None = None  # the response's Date header (the server's clock), when sent
     elapsed: float = 0.0  # seconds the request took, retries excluded
+    per_page: int = 100  # the page size it was asked with
 
     @classmethod
     def from_body(cls, number: int, body: Any, endpoint: str, **received: Any) -> Page:
@@ -68,213 +84,484 @@ class Page:
         received.setdefault("received_at", datetime.now(UTC))
         return cls(number, items, meta["total"], total_pages if isinstance(total_pages, int) else None, **received)
 
-    def page_count(self, per_page: int) -> int:
-        """Pages of the pass: total_pages when the meta has it, else ceil(total / per_page); at least page 1."""
-        if self.total_pages is not None:
-            return max(self.total_pages, 1)
-        return max(math.ceil(self.total / per_page), 1)
+    @property
+    def offset(self) -> int:
+        return (self.number - 1) * self.per_page
+
+    def page_count(self) -> int:
+        """Pages of the list at this page's size: ceil(total / per_page), at least page 1 (total_pages,
+        when the meta has it, counts pages of the size asked for: the same figure)."""
+        return max(math.ceil(self.total / self.per_page), 1)
+
+    @property
+    def holds_the_end(self) -> bool:
+        """Whether the list ended on this page (as of this page): a page short of per_page, or the total."""
+        return len(self.items) < self.per_page or self.offset + len(self.items) >= self.total
+
+    @property
+    def size_seen(self) -> int:
+        """The list's size as of this page's items: when the page holds the end, its offset plus its items
+        (so a total computed a moment apart from the items does not matter); otherwise the stated total."""
+        return self.offset + len(self.items) if self.holds_the_end and self.items else self.total
 
     def with_items(self, items: list[dict[str, Any]]) -> Page:
-        return Page(self.number, items, self.total, self.total_pages, self.received_at, self.server_date, self.elapsed)
+        return Page(self.number, items, self.total, self.total_pages, self.received_at, self.server_date,
+                    self.elapsed, self.per_page)
+
+
+@dataclass(frozen=True)
+class ListSource:
+    """One list of a resource: its query parameters, and the list its rows leave for (if any)."""
+
+    label: str
+    params: dict[str, Any]
+    drains_into: str | None = None  # label of the list rows leave this one for (active KOLs -> archived)
 
 
 @dataclass
-class PassResult:
-    """What one pass over the pages saw, and whether that proves it complete."""
+class ListVerdict:
+    """What the listing proved of one list."""
 
-    totals: list[int]  # every distinct total the pages reported, in order of appearance
-    ids: set[str]  # distinct ids seen
-    created_meanwhile: list[str] | None  # ids created during the pass (server clock); None: cannot tell
-    newest_created: datetime | None = None  # the latest creation time among created_meanwhile
-    last_page: Page | None = None
+    label: str
+    complete: bool  # no row present in the list from the walk's start to its end can be missing
+    final_total: int  # the list's size at its last final page
+    rows: int  # rows of the list in the snapshot
+    unseen: int  # rows the count says were there at the end and no pass saw (entered or left meanwhile)
+    passes: int
+    probes: int
+    proof: str  # "counted", "covered", or "" when not proven
+    gaps: int = 0  # key ranges no page covered (when not proven)
+
+
+@dataclass
+class ListingReport:
+    """The completeness of one listing: per list, the proof; over all, the rows in flux."""
+
+    endpoint: str
+    lists: list[ListVerdict]
+    gone: list[str]  # rows seen, then gone from every list (deleted): left out of the snapshot
+    moved: list[str]  # rows seen in one list and then in the list it drains into: their last state kept
+    in_flux: dict[str, list[str]]  # reason -> rows kept whose state at the end of the walk is not settled
+    looked_up: int = 0  # rows settled one by one (lookup requests)
+    started_at: datetime | None = None  # the client's clock: before the first request of the walk
+    ended_at: datetime | None = None  # the client's clock: after the last final page or probe arrived
 
     @property
-    def total(self) -> int:
-        return self.totals[-1]
+    def complete(self) -> bool:
+        return all(v.complete for v in self.lists)
 
     @property
-    def counts_agree(self) -> bool:
-        return len(self.totals) == 1 and len(self.ids) == self.total
+    def api_total(self) -> int:
+        """The lists' sizes at their last final pages, summed."""
+        return sum(v.final_total for v in self.lists)
+
+    @property
+    def unseen(self) -> int:
+        return sum(v.unseen for v in self.lists)
+
+    @property
+    def in_flux_count(self) -> int:
+        return self.unseen + sum(len(ids) for ids in self.in_flux.values())
+
+    def in_flux_ids(self) -> list[str]:
+        return [item_id for ids in self.in_flux.values() for item_id in ids]
+
+    def in_flux_sample(self) -> list[str]:
+        return self.in_flux_ids()[:_SAMPLE]
 
     def describe(self) -> str:
-        moved = "" if len(self.totals) == 1 else f" (the total moved: {' -> '.join(map(str, self.totals))})"
-        created = ""
-        if self.created_meanwhile:
-            created = f", {len(self.created_meanwhile)} of them created while it paged"
-        elif self.created_meanwhile is None:
-            created = ", creation times not comparable (no Date header or no creation field)"
-        return f"the API reports {self.total} items{moved} and the pass saw {len(self.ids)} distinct ids{created}"
-
-
-def proves_complete(current: PassResult, previous: PassResult | None) -> bool:
-    if not current.counts_agree:
-        return False
-    if current.created_meanwhile is not None:
-        return not current.created_meanwhile
-    return previous is not None and previous.counts_agree and previous.ids == current.ids
+        parts = []
+        for v in self.lists:
+            state = f"proven ({v.proof})" if v.complete else f"NOT proven complete ({v.gaps} key range(s) never covered)"
+            probes = f", {v.probes} probe(s)" if v.probes else ""
+            parts.append(f"{v.label}: {v.rows} rows, the API counts {v.final_total}, {v.passes} pass(es){probes}, {state}")
+        flux = [f"{len(ids)} {reason.replace('_', ' ')} ({_sample(ids)})" for reason, ids in self.in_flux.items()]
+        in_flux = sum(v.unseen for v in self.lists if v.complete)
+        missing = self.unseen - in_flux
+        if in_flux:
+            flux.insert(0, f"up to {in_flux} counted by the API but not seen: they entered or left while the lists were paged")
+        if missing:
+            flux.insert(0, f"{missing} counted by the API and not accounted for: rows present throughout may be among them")
+        if self.moved:
+            flux.append(f"{len(self.moved)} moved between lists while walking, kept in their last state")
+        if self.gone:
+            flux.append(f"{len(self.gone)} gone from the API, left out ({_sample(self.gone)})")
+        return f"{self.endpoint}: " + "; ".join(parts + flux)
 
 
 @dataclass
-class Walk:
-    """One complete listing of an endpoint. Iterate `pages()` (each id once, in page order, only pages
-    with new ids); once exhausted, `total` is the API's verified total and `vanished_ids` the ids yielded
-    by an earlier pass that the completing pass no longer found (archived or deleted meanwhile)."""
+class _Pass:
+    """What one pass over a list saw: its final page's size, its ids (repair passes only)."""
 
-    fetch: Callable[[int], Page]
-    endpoint: str
     per_page: int
-    executor: Executor
-    lookahead: int
-    max_repair_passes: int
-    log: Any
-    created_field: str | None = None
-    progress: ProgressCallback | None = None
-    total: int | None = None
-    vanished_ids: frozenset[str] = frozenset()
-    repair_passes: int = 0
-    _yielded: set[str] = field(default_factory=set)
-    _pages_done: int = 0
-    _pages_expected: int = 0
+    final_total: int = 0
+    pages: int = 0
+    ids: set[str] | None = None  # None for a first pass: then every id yielded
 
-    def pages(self) -> Iterator[Page]:
-        previous: PassResult | None = None
-        result = yield from self._pass()
-        while not proves_complete(result, previous):
-            if self.repair_passes == self.max_repair_passes:
-                raise self._unsettled(result)
-            self.repair_passes += 1
-            self.log.warning(
-                f"{self.endpoint}: rows moved while paging ({result.describe()}); "
-                f"repair pass {self.repair_passes}/{self.max_repair_passes} walks the pages again for missed ids"
-            )
-            self._let_server_clock_pass(result)
-            previous = result
-            result = yield from self._pass()
-        self.vanished_ids = frozenset(self._yielded - result.ids)
-        self.total = result.total
 
-    def _pass(self) -> Iterator[Page]:
-        ids: set[str] = set()
-        first = self.fetch(1)
-        since = _pass_start(first)
-        created: list[str] | None = [] if since is not None and self.created_field else None
-        newest: datetime | None = None
-        count = first.page_count(self.per_page)
-        self._pages_expected += count
-        totals = [first.total]
-        page = first
-        for page in self._in_order(first, count):
-            if page.total != totals[-1]:
-                totals.append(page.total)
-            fresh = self._note(page, ids)
-            if created is not None:
-                created, newest = _created_since(created, newest, page.items, self.created_field, since)
-            if fresh:
-                yield page.with_items(fresh)
-            self._pages_done += 1
-            if self.progress is not None:
-                self.progress(self._pages_done, self._pages_expected)
-        return PassResult(
-            totals=list(dict.fromkeys(totals)), ids=ids, created_meanwhile=created, newest_created=newest, last_page=page
-        )
+class _Coverage:
+    """The key ranges the pages of a list have shown whole (see the module docstring, "Covered")."""
 
-    def _let_server_clock_pass(self, result: PassResult) -> None:
-        """Wait (a few seconds at most) until the server's clock is past the rows this pass saw created,
-        estimated from the last page's Date header plus the time elapsed since on this client."""
-        last = result.last_page
-        if result.newest_created is None or last is None or last.server_date is None:
-            return
-        server_now = last.server_date + (datetime.now(UTC) - last.received_at)
-        delay = (result.newest_created + _SETTLE - server_now).total_seconds()
-        if delay > 0:
-            time.sleep(min(delay, _MAX_SETTLE_WAIT_SECONDS))
+    def __init__(self) -> None:
+        self.ranges: list[tuple[_Key | None, _Key | None]] = []  # (first, last); None: the list's start / end
+        self.positions: dict[_Key, int] = {}  # a range end's position in the list when last seen
 
-    def _in_order(self, first: Page, count: int) -> Iterator[Page]:
-        """Page 1, then pages 2..count fetched concurrently, yielded in page order (bounded buffer)."""
-        yield first
+    def add(self, first: _Key | None, last: _Key | None) -> None:
+        self.ranges.append((first, last))
+
+    def gaps(self) -> list[tuple[_Key | None, _Key | None]]:
+        """The open key ranges no page showed: (after this key, before that key); (None, None) when no
+        page covered anything."""
+        if not self.ranges:
+            return [(None, None)]
+        ordered = sorted(self.ranges, key=lambda r: (r[0] is not None, r[0] or _MIN))
+        gaps: list[tuple[_Key | None, _Key | None]] = []
+        if ordered[0][0] is not None:
+            gaps.append((None, ordered[0][0]))
+        reach = ordered[0][1]
+        for first, last in ordered[1:]:
+            if reach is None:
+                return gaps  # something already reaches the list's end
+            if first is not None and first > reach:
+                gaps.append((reach, first))
+            if last is None or last > reach:
+                reach = last
+        if reach is not None:
+            gaps.append((reach, None))
+        return gaps
+
+
+_MIN: _Key = (datetime.min.replace(tzinfo=UTC), "")
+
+
+class ListWalk:
+    """Passes over one list, each in two phases (body, final page), and probes; remembers every id it
+    yielded, what each pass saw, and which key ranges its pages covered."""
+
+    def __init__(self, source: ListSource, fetch: Fetch, *, endpoint: str, per_page: int,
+                 executor: Executor, lookahead: int, sort: str | None, descending: bool,
+                 progress: ProgressCallback | None) -> None:
+        self.source = source
+        self.fetch = fetch
+        self.endpoint = endpoint
+        self.per_page = per_page
+        self.executor = executor
+        self.lookahead = max(lookahead, 1)
+        self.sort = None if descending else sort  # key ranges are read in ascending order only
+        self.progress = progress
+        self.yielded: set[str] = set()
+        self.passes: list[_Pass] = []
+        self.coverage = _Coverage()
+        self.sorted_pages = self.sort is not None  # False once a page did not honour the sort
+        self.probes = 0
+        self._planned = 0
+        self._next = 0
+        self._pages_done = 0
+        self._pages_expected = 0
+
+    @property
+    def last(self) -> _Pass:
+        return self.passes[-1]
+
+    def last_ids(self) -> set[str]:
+        """Ids the last pass saw."""
+        ids = self.last.ids
+        return self.yielded if ids is None else ids
+
+    def body(self) -> Iterator[Page]:
+        """Start a pass: page 1, then every page before the final one, concurrently, yielded in order.
+        A repair pass uses a page size one smaller than the pass before, so its page boundaries fall
+        between other rows."""
+        if len(self.passes) > 1 and self.passes[-2].ids is not None:
+            self.passes[-2].ids = set()  # only the last pass's ids matter: free the older one
+        per_page = self.per_page if not self.passes else max(self.last.per_page - 1, 1)
+        self.passes.append(_Pass(per_page=per_page, ids=None if not self.passes else set()))
+        first = self.fetch(1, per_page)
+        self._planned, self._next = 0, 2
+        yield from self._noted(first)
         pending: deque[Future[Page]] = deque()
-        next_number = 2
         try:
-            while pending or next_number <= count:
-                while next_number <= count and len(pending) < max(self.lookahead, 1):
-                    pending.append(self.executor.submit(self.fetch, next_number))
-                    next_number += 1
-                yield pending.popleft().result()
+            while self._next < self._planned or pending:
+                while self._next < self._planned and len(pending) < self.lookahead:
+                    pending.append(self.executor.submit(self.fetch, self._next, per_page))
+                    self._next += 1
+                yield from self._noted(pending.popleft().result())
         finally:
             for future in pending:
                 future.cancel()
 
-    def _note(self, page: Page, ids: set[str]) -> list[dict[str, Any]]:
-        """Record the page's ids in this pass; return the items no earlier page of the walk yielded."""
+    def final(self, sort_honoured: bool) -> Iterator[Page]:
+        """End the pass: the final page alone (nothing else of the listing is in flight), then, while its
+        total asks for more, the pages after it. The last of them states the list's size at the end."""
+        while self._next <= self._planned:  # a one-page list has none: page 1 was its final page
+            page = self.fetch(self._next, self.last.per_page)
+            self._next += 1
+            yield from self._noted(page)
+        if not sort_honoured:
+            self.sorted_pages = False
+
+    def probe(self, gaps: list[tuple[_Key | None, _Key | None]]) -> Iterator[Page]:
+        """One request around each gap's position, concurrently: a page whose key range, if the list has
+        not moved much since, spans the gap."""
+        requests = [_probe_request(self._position(gap)) for gap in gaps]
+        futures = [self.executor.submit(self.fetch, number, per_page) for number, per_page in dict.fromkeys(requests)]
+        self.probes += len(futures)
+        for future in futures:
+            yield from self._noted(future.result(), probe=True)
+
+    def _position(self, gap: tuple[_Key | None, _Key | None]) -> int:
+        after, before = gap
+        if before is not None and before in self.coverage.positions:
+            return self.coverage.positions[before]
+        if after is not None and after in self.coverage.positions:
+            return self.coverage.positions[after] + 1
+        return 0
+
+    def _noted(self, page: Page, *, probe: bool = False) -> Iterator[Page]:
+        """Record the page (ids, size, key range, how many pages the list now has); yield its fresh items."""
+        current = self.last
+        if not probe:
+            current.pages += 1
+            current.final_total = page.size_seen
+            count = page.page_count()
+            if count > self._planned:
+                self._pages_expected += count - self._planned
+                self._planned = count
+        self._cover(page)
         fresh = []
         for item in page.items:
             item_id = item.get("id") if isinstance(item, dict) else None
             if not isinstance(item_id, str):
                 raise ApiError(f"{self.endpoint} page {page.number}: an item has no string id")
-            ids.add(item_id)
-            if item_id not in self._yielded:
-                self._yielded.add(item_id)
+            if current.ids is not None and not probe:
+                current.ids.add(item_id)
+            if item_id not in self.yielded:
+                self.yielded.add(item_id)
                 fresh.append(item)
-        return fresh
+        if not probe:
+            self._pages_done += 1
+            if self.progress is not None:
+                self.progress(self._pages_done, self._pages_expected)
+        if fresh:
+            yield page.with_items(fresh)
 
-    def _unsettled(self, result: PassResult) -> IncompleteDataError:
-        vanished = sorted(self._yielded - result.ids)
-        unseen = max(result.total - len(result.ids), 0)
-        parts = []
-        if unseen:
-            parts.append(f"{unseen} row(s) the API counts were never seen")
-        if len(result.ids) > result.total:
-            parts.append(f"{len(result.ids) - result.total} more id(s) seen than the API's final total (rows archived or deleted while paging)")
-        if vanished:
-            parts.append(f"{len(vanished)} row(s) seen earlier are gone from the last pass ({_sample(vanished)})")
-        if result.created_meanwhile:
-            parts.append(f"{len(result.created_meanwhile)} row(s) were created during it ({_sample(result.created_meanwhile)})")
-        unsettled = "; ".join(parts) or "the pages disagree on the total"
-        return IncompleteDataError(
-            f"{self.endpoint}: incomplete after {self.repair_passes} repair passes: {result.describe()}; "
-            f"unsettled: {unsettled}. Rows are changing faster than the sync can page: sync at a quieter time "
-            "or raise max_repair_passes",
-            endpoint=self.endpoint,
-            expected=result.total,
-            seen=len(result.ids),
-            unsettled_ids=vanished + list(result.created_meanwhile or []),
+    def _cover(self, page: Page) -> None:
+        """Add the page's key range, once its items are seen to honour the sort."""
+        if not self.sorted_pages:
+            return
+        keys = []
+        for item in page.items:
+            try:
+                keys.append((parse_timestamp(item.get(self.sort)), str(item.get("id"))))
+            except UnreadableTimestamp:
+                self.sorted_pages = False
+                return
+        if any(later < earlier for earlier, later in zip(keys, keys[1:])):
+            self.sorted_pages = False
+            return
+        if not keys:
+            if page.offset == 0:
+                self.coverage.add(None, None)  # the list was empty at that moment
+            return
+        self.coverage.add(None if page.offset == 0 else keys[0], None if page.holds_the_end else keys[-1])
+        self.coverage.positions[keys[0]] = page.offset
+        self.coverage.positions[keys[-1]] = page.offset + len(keys) - 1
+
+
+def _probe_request(position: int) -> tuple[int, int]:
+    """(page number, per_page) of a page that holds `position` well inside it, not at an edge."""
+    for per_page in range(100, 66, -1):
+        inside = position % per_page
+        if per_page // 4 <= inside <= 3 * per_page // 4:
+            return position // per_page + 1, per_page
+    return position // 100 + 1, 100
+
+
+class Listing:
+    """Every list of one resource, walked in rounds until each is proven complete or the repair passes
+    run out. Iterate `pages()` for (source, page) pairs, each id of a list once; afterwards `report`
+    holds the proof per list and the rows in flux, and `drop_ids` the rows gone from the API."""
+
+    def __init__(self, walks: Sequence[ListWalk], *, endpoint: str, max_repair_passes: int, log: Any,
+                 settle: Settle | None = None, sort_honoured: Callable[[], bool] = lambda: True,
+                 max_probes: int = 64) -> None:
+        self.walks = {w.source.label: w for w in walks}
+        self.endpoint = endpoint
+        self.max_repair_passes = max_repair_passes
+        self.log = log
+        self.settle = settle
+        self.sort_honoured = sort_honoured
+        self.max_probes = max_probes
+        self.report: ListingReport | None = None
+        self.drop_ids: frozenset[str] = frozenset()
+        self._looked_up = 0
+        self._gone: set[str] = set()
+        self._confirmed: dict[str, set[str]] = {}  # label -> vanished ids a lookup found still there
+        self._in_flux: dict[str, set[str]] = {}
+
+    def pages(self) -> Iterator[tuple[ListSource, Page]]:
+        started = datetime.now(UTC)
+        to_walk = list(self.walks.values())
+        repairs = 0
+        while True:
+            for walk in to_walk:
+                for page in walk.body():
+                    yield walk.source, page
+            for walk in to_walk:
+                for page in walk.final(self.sort_honoured()):
+                    yield walk.source, page
+            yield from self._probe_gaps()
+            ended = datetime.now(UTC)
+            self._settle_vanished(to_walk)
+            verdicts = {label: self._verdict(walk) for label, walk in self.walks.items()}
+            unproven = [label for label, verdict in verdicts.items() if not verdict.complete]
+            if not unproven or repairs == self.max_repair_passes:
+                break
+            repairs += 1
+            to_walk = self._rewalk(unproven)
+            self.log.warning(
+                f"{self.endpoint}: rows moved while paging ({'; '.join(_why(verdicts[u]) for u in unproven)}); "
+                f"repair pass {repairs}/{self.max_repair_passes} walks {', '.join(w.source.label for w in to_walk)} again"
+            )
+        self.report = self._report(verdicts)
+        self.report.started_at, self.report.ended_at = started, ended
+        self.drop_ids = frozenset(self._gone)
+        if not self.report.complete:
+            self.log.warning(f"{self.report.describe()}. Rows are changing faster than the sync can page: "
+                             "raise max_repair_passes or sync at a quieter time")
+
+    # -- judging -----------------------------------------------------------------------------------
+
+    def _deficit(self, walk: ListWalk, ids: set[str]) -> int:
+        """Rows of the list at its last final page that `ids` (what was seen of it) cannot account for."""
+        target = walk.source.drains_into
+        if target is None:
+            return walk.last.final_total - len(ids - self._gone)
+        drained = self.walks[target]
+        return walk.last.final_total - len(ids - drained.yielded - self._gone) + max(self._deficit(drained, drained.yielded), 0)
+
+    def _counted(self, walk: ListWalk) -> bool:
+        return self._deficit(walk, walk.yielded) <= 0 and (
+            walk.source.drains_into is None or self._counted(self.walks[walk.source.drains_into])
+        )
+
+    def _covered(self, walk: ListWalk) -> bool:
+        return walk.sorted_pages and not walk.coverage.gaps()
+
+    def _verdict(self, walk: ListWalk) -> ListVerdict:
+        counted, covered = self._counted(walk), self._covered(walk)
+        target = walk.source.drains_into
+        left = self.walks[target].yielded if target is not None else set()
+        return ListVerdict(
+            label=walk.source.label, complete=counted or covered, final_total=walk.last.final_total,
+            rows=len(walk.yielded - left - self._gone), unseen=max(self._deficit(walk, walk.yielded), 0),
+            passes=len(walk.passes), probes=walk.probes,
+            proof="counted" if counted else ("covered" if covered else ""),
+            gaps=0 if counted or covered or not walk.sorted_pages else len(walk.coverage.gaps()),
+        )
+
+    def _probe_gaps(self) -> Iterator[tuple[ListSource, Page]]:
+        """For lists the count cannot prove, probe the few key ranges no page covered (a repair pass
+        is cheaper when there are many)."""
+        for _ in range(_MAX_PROBE_ROUNDS):
+            probing = []
+            for walk in self.walks.values():
+                if self._counted(walk) or not walk.sorted_pages:
+                    continue
+                gaps = walk.coverage.gaps()
+                if gaps and len(gaps) <= min(self.max_probes, max(walk.last.pages // 4, 1)):
+                    probing.append((walk, gaps))
+            if not probing:
+                return
+            for walk, gaps in probing:
+                for page in walk.probe(gaps):
+                    yield walk.source, page
+
+    def _rewalk(self, unproven: list[str]) -> list[ListWalk]:
+        """The unproven lists, each with the list it drains into (what left it is counted after it)."""
+        labels = set(unproven)
+        for label in unproven:
+            target = self.walks[label].source.drains_into
+            if target is not None:
+                labels.add(target)
+        return [walk for label, walk in self.walks.items() if label in labels]
+
+    # -- settling rows seen earlier but missing from the final pass ---------------------------------
+
+    def _settle_vanished(self, walked: list[ListWalk]) -> None:
+        """Rows an earlier pass saw that the final pass did not, and that were not seen where they drain.
+
+        They are still in the list (a shift hid them from the final pass), or were archived without being
+        seen archived, or were deleted. When the final pass alone accounts for the list and every row of the
+        list it drains into was seen, they were deleted: gone. Otherwise a lookup, where one exists, tells."""
+        for walk in walked:
+            if walk.last.ids is None:
+                continue  # a first pass: nothing was seen earlier
+            label, target = walk.source.label, walk.source.drains_into
+            drained = self.walks[target] if target is not None else None
+            vanished = walk.yielded - walk.last_ids() - (drained.yielded if drained else set()) - self._gone
+            vanished -= self._confirmed.get(label, set())
+            if not vanished:
+                continue
+            all_drained_seen = drained is None or self._deficit(drained, drained.yielded) <= 0
+            if self._deficit(walk, walk.last_ids()) <= 0 and all_drained_seen:
+                self._gone |= vanished
+                continue
+            if self.settle is None:
+                self._in_flux.setdefault("seen_then_missing", set()).update(vanished)
+                continue
+            states = self.settle(sorted(vanished))
+            self._looked_up += len(states)
+            for item_id, state in states.items():
+                if state == "gone":
+                    self._gone.add(item_id)
+                    continue
+                self._confirmed.setdefault(label, set()).add(item_id)
+                if state == "archived" and target is not None:
+                    self._in_flux.setdefault("archived_after_the_archived_list_was_read", set()).add(item_id)
+
+    def _report(self, verdicts: dict[str, ListVerdict]) -> ListingReport:
+        moved: set[str] = set()
+        for walk in self.walks.values():
+            if walk.source.drains_into is not None:
+                moved |= walk.yielded & self.walks[walk.source.drains_into].yielded
+        in_flux = {reason: sorted(ids - self._gone) for reason, ids in self._in_flux.items() if ids - self._gone}
+        return ListingReport(
+            endpoint=self.endpoint, lists=list(verdicts.values()), gone=sorted(self._gone), moved=sorted(moved),
+            in_flux=in_flux, looked_up=self._looked_up,
         )
 
 
-def _pass_start(first: Page) -> datetime | None:
-    """A moment, on the server's clock, no later than page 1 was read (truncated to the second, so that
-    second-precision creation times compare): its Date is the response's second, less the request time."""
-    if first.server_date is None:
-        return None
-    earliest = first.server_date - timedelta(seconds=first.elapsed)
-    return earliest.replace(microsecond=0) if earliest.microsecond else earliest
+class Walk:
+    """A listing of one list that rows only enter: `pages()` yields its pages; afterwards `report`,
+    `total` (the API's total at the end) and `drop_ids` (rows gone from the API)."""
+
+    def __init__(self, listing: Listing) -> None:
+        self.listing = listing
+
+    def pages(self) -> Iterator[Page]:
+        for _, page in self.listing.pages():
+            yield page
+
+    @property
+    def report(self) -> ListingReport:
+        assert self.listing.report is not None, "iterate pages() first"
+        return self.listing.report
+
+    @property
+    def total(self) -> int:
+        return self.report.api_total
+
+    @property
+    def drop_ids(self) -> frozenset[str]:
+        return self.listing.drop_ids
 
 
-def _created_since(
-    created: list[str], newest: datetime | None, items: list[dict[str, Any]], created_field: str, since: datetime
-) -> tuple[list[str] | None, datetime | None]:
-    """`created` plus the ids of items created at or after `since`, and the newest such creation time;
-    None once an item has no readable creation time (the pass can then not be judged by time)."""
-    for item in items:
-        moment = _timestamp(item.get(created_field))
-        if moment is None:
-            return None, None
-        if moment >= since:
-            created.append(str(item.get("id")))
-            newest = moment if newest is None else max(newest, moment)
-    return created, newest
+def _why(verdict: ListVerdict) -> str:
+    return f"{verdict.label}: the API counts {verdict.final_total}, {verdict.rows} accounted for"
 
 
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _sample(ids: list[str]) -> str:
+def _sample(ids: Sequence[str]) -> str:
+    ids = list(ids)
     more = f" and {len(ids) - _SAMPLE} more" if len(ids) > _SAMPLE else ""
     return ", ".join(ids[:_SAMPLE]) + more

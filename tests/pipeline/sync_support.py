@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pyarrow as pa
 from assets.catalog import CATALOG, ResourceSpec
 from assets.records import EXTRA_COLUMN
 from assets.schemas import FETCHED_AT
+from commops_spec.timestamps import parse_timestamp
 from resources.settings import API_KEY_ENV
 
 LOAD_COLUMNS = ("_snapshot_date", "_loaded_at", FETCHED_AT)  # when the sync read and wrote a row
@@ -73,7 +75,7 @@ def assert_same_value(api_value: Any, db_value: Any, type_: pa.DataType, where: 
         return
     assert db_value is not None, f"{where}: API {api_value!r}, warehouse NULL"
     if pa.types.is_timestamp(type_):
-        expected = datetime.fromisoformat(api_value.replace("Z", "+00:00"))
+        expected = parse_timestamp(api_value)  # every ISO 8601 form; no zone designator = UTC
         assert db_value.astimezone(UTC) == expected, f"{where}: {api_value} != {db_value}"
     elif pa.types.is_struct(type_):
         assert isinstance(api_value, dict), where
@@ -107,6 +109,20 @@ def assert_row_equals_item(item: dict[str, Any], row: dict[str, Any], schema: pa
     unknown = set(item) - known
     if not unknown:
         assert row[EXTRA_COLUMN] is None, f"{where}: unexpected _extra {row[EXTRA_COLUMN]}"
+
+
+def assert_sent_fields_equal(item: dict[str, Any], row: dict[str, Any], schema: pa.Schema, where: str) -> None:
+    """Every field the server sent equals the warehouse's (a server may omit what the spec does not
+    promise, e.g. is_archived); fields the schema lacks are kept in _extra."""
+    known = {f.name for f in schema}
+    for f in schema:
+        if f.name in item and f.name != EXTRA_COLUMN:
+            assert_same_value(item[f.name], row[f.name], f.type, f"{where}.{f.name}")
+    unknown = set(item) - known
+    if unknown:
+        extra = json.loads(row[EXTRA_COLUMN] or "{}")
+        for name in unknown:
+            assert extra.get(name) == item[name], f"{where}: {name} not kept in _extra"
 
 
 def warehouse_state(db_path: Path) -> dict[str, list[tuple]]:

@@ -8,14 +8,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from resources.commops_api import IncompleteDataError
-
 from .test_api_client_support import (
+    ACTIVE,
+    ARCHIVED,
     active_kol_ids,
     add_kols,
     archive_kols,
     client_for,
     collect,
+    kol_listing,
     swap_kols,
     table_ids,
     walk_ids,
@@ -31,7 +32,7 @@ def test_a_walk_sends_one_request_per_page_and_none_for_an_empty_page(make_servi
     with client_for(service) as client:
         kol_ids, walk = walk_ids(client, "/kols")  # meta has total_pages
         assert client.stats.requests == expected_requests
-        assert walk.total == rows and walk.repair_passes == 0
+        assert walk.total == rows and walk.report.lists[0].passes == 1 and walk.report.complete
 
         signal_ids = collect(client, "/signals", sort="fetched_at")  # meta lacks total_pages
         assert client.stats.requests == 2 * expected_requests
@@ -86,7 +87,7 @@ def test_requests_that_time_out_are_retried(make_service):
     assert set(ids) == active_kol_ids(service)
 
 
-def test_a_walk_is_exact_when_rows_are_created_and_archived_while_paging(make_service):
+def test_a_listing_is_exact_when_rows_are_created_and_archived_while_paging(make_service):
     # Every request is slowed, so the walk is still fetching pages when the data changes under it.
     service = make_service(fault_slow_rate=1.0, fault_slow_seconds=0.03)
     original = add_kols(service, 1200, hours_ago=1)
@@ -99,17 +100,18 @@ def test_a_walk_is_exact_when_rows_are_created_and_archived_while_paging(make_se
             changes.pop(pages_done)()  # runs while the worker threads keep fetching pages
 
     with client_for(service, max_concurrency=2) as client:
-        ids, walk = walk_ids(client, "/kols", progress=mutate_at)
-        current = active_kol_ids(service)
-        assert walk.total == len(current)
-        assert walk.vanished_ids == set(ids) - current
+        ids, listing = kol_listing(client, progress=mutate_at)
+    current = active_kol_ids(service)
+    report = listing.report
     assert not changes, "the data changed while paging"
-    assert len(ids) == len(set(ids)), "an id was yielded twice"
-    assert current <= set(ids), f"{len(current - set(ids))} active KOLs were lost"
-    assert set(ids) - current <= set(archived_early + original[700:702])
+    assert report.complete and report.lists[0].passes >= 2  # the shifts were noticed and repaired
+    assert len(ids[ACTIVE]) == len(set(ids[ACTIVE])), "an id was yielded twice"
+    assert current <= set(ids[ACTIVE]), f"{len(current - set(ids[ACTIVE]))} active KOLs were lost"
+    assert set(archived_early + original[700:702]) <= set(ids[ARCHIVED]) | set(ids[ACTIVE])
+    assert set(report.moved) <= set(archived_early + original[700:702])
 
 
-def test_a_walk_is_exact_when_a_creation_offsets_an_archive_in_the_total(make_service):
+def test_a_listing_is_exact_when_a_creation_offsets_an_archive_in_the_total(make_service):
     service = make_service(fault_slow_rate=1.0, fault_slow_seconds=0.03)
     original = add_kols(service, 1000, hours_ago=1)
     changes = {2: lambda: swap_kols(service, original[20:23], 3)}  # total stays 1000 on every page
@@ -119,29 +121,31 @@ def test_a_walk_is_exact_when_a_creation_offsets_an_archive_in_the_total(make_se
             changes.pop(pages_done)()
 
     with client_for(service, max_concurrency=2) as client:
-        ids, walk = walk_ids(client, "/kols", progress=mutate_at)
-        assert walk.total == 1000 and walk.repair_passes >= 1
+        ids, listing = kol_listing(client, progress=mutate_at)
     assert not changes
-    assert len(ids) == len(set(ids))
-    assert active_kol_ids(service) <= set(ids)
+    assert listing.report.complete and listing.report.lists[0].passes >= 2
+    assert listing.report.lists[0].final_total == 1000
+    assert active_kol_ids(service) <= set(ids[ACTIVE])
 
 
-def test_a_walk_fails_naming_the_unsettled_rows_when_it_may_not_repair(make_service):
+def test_a_listing_that_may_not_repair_says_it_is_not_proven_and_counts_what_it_lacks(make_service):
     service = make_service(fault_slow_rate=1.0, fault_slow_seconds=0.03)
     original = add_kols(service, 1000, hours_ago=1)
-    changes = {2: lambda: archive_kols(service, original[5:10])}
+    changes = {2: lambda: archive_kols(service, original[5:10])}  # rows on page 1 (read): five later rows shift onto it
 
     def mutate_at(pages_done, _pages_expected):
         if pages_done in changes:
             changes.pop(pages_done)()
 
     with client_for(service, max_concurrency=2, max_repair_passes=0) as client:
-        with pytest.raises(IncompleteDataError) as raised:
-            collect(client, "/kols", progress=mutate_at)
-    error = raised.value
-    assert (error.endpoint, error.expected) == ("/kols", 995)
-    assert str(error).startswith("/kols: incomplete after 0 repair passes: the API reports 995 items (the total moved: 1000 -> 995)")
-    assert "unsettled: the pages disagree on the total" in str(error)
+        ids, listing = kol_listing(client, progress=mutate_at)
+    report = listing.report
+    assert not report.complete
+    active = report.lists[0]
+    assert (active.complete, active.final_total, active.unseen) == (False, 995, 5)
+    assert "kols is_archived" not in report.describe()  # labels are the caller's
+    assert report.describe().startswith("/kols: active: 990 rows, the API counts 995, 1 pass(es), NOT proven complete")
+    assert "5 counted by the API and not accounted for: rows present throughout may be among them" in report.describe()
 
 
 def test_a_walk_pages_without_sort_when_the_server_rejects_the_sort_parameter(make_service, caplog):
@@ -149,8 +153,8 @@ def test_a_walk_pages_without_sort_when_the_server_rejects_the_sort_parameter(ma
     created = add_kols(service, 150, hours_ago=1)
     caplog.set_level(logging.WARNING, logger="commops.api")
     with client_for(service) as client:
-        first = collect(client, "/kols", sort="bogus", created_field="created_at")
-        second = collect(client, "/kols", sort="bogus", created_field="created_at")
+        first = collect(client, "/kols", sort="bogus")
+        second = collect(client, "/kols", sort="bogus")
         # 1 rejected request, then 2 pages per walk: the rejection is remembered
         assert client.stats.requests == 1 + 2 + 2
     assert sorted(first) == sorted(second) == sorted(created)

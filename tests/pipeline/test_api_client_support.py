@@ -6,7 +6,7 @@ import itertools
 from datetime import datetime, timedelta
 from typing import Any
 
-from resources.commops_api import ApiClient, Walk
+from resources.commops_api import ApiClient, ListSource, Walk
 
 _names = itertools.count(1)
 
@@ -102,6 +102,21 @@ def collect(client: ApiClient, path: str, params: dict | None = None, **options:
 
 
 def walk_ids(client: ApiClient, path: str, params: dict | None = None, **options: Any) -> tuple[list[str], Walk]:
-    """(every id a walk yields, in order, duplicates kept; the finished walk, for its total and vanished ids)."""
+    """(every id a walk yields, in order, duplicates kept; the finished walk, for its report)."""
     walk = client.walk(path, params, **options)
     return [item["id"] for page in walk.pages() for item in page.items], walk
+
+
+ACTIVE, ARCHIVED = "active", "archived"
+KOL_LISTS = [ListSource(ACTIVE, {"is_archived": "false"}, drains_into=ARCHIVED), ListSource(ARCHIVED, {"is_archived": "true"})]
+
+
+def kol_listing(client: ApiClient, progress: Any = None) -> tuple[dict[str, list[str]], Any]:
+    """Both KOL lists, as the nightly sync pages them: ({list: ids yielded, in order}, the finished listing).
+    `progress(pages_done, pages_expected)` is called for the active list's pages."""
+    listing = client.listing("/kols", KOL_LISTS, lookup_path="/kols/{id}",
+                             progress=lambda label: progress if label == ACTIVE else None)
+    ids: dict[str, list[str]] = {ACTIVE: [], ARCHIVED: []}
+    for source, page in listing.pages():
+        ids[source.label].extend(item["id"] for item in page.items)
+    return ids, listing

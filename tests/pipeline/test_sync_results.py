@@ -54,7 +54,7 @@ def test_child_tables_flatten_market_status_and_product_relevance(synced):
         for market, v in p["market_status"].items()
     )
     assert expected
-    assert sorted(query(db, "SELECT * FROM product_market_status")) == expected
+    assert sorted(query(db, "SELECT product_id, market, status, clearance_number, ce_mark FROM product_market_status")) == expected
     signals = api_items(service, next(s for s in CATALOG if s.name == "signals"))
     expected = sorted(
         (sid, r["product_id"], r["product_name"], r["relevance_type"], float(r["relevance_score"]))
@@ -62,7 +62,21 @@ def test_child_tables_flatten_market_status_and_product_relevance(synced):
         for r in s["product_relevance"]
     )
     assert expected
-    assert sorted(query(db, "SELECT * FROM signal_product_relevance")) == expected
+    assert sorted(query(db, "SELECT signal_id, product_id, product_name, relevance_type, relevance_score "
+                        "FROM signal_product_relevance")) == expected
+
+
+@pytest.mark.parametrize("table", ["kols", "campaigns", "products", "signals", "kol_details",
+                                   "product_market_status", "signal_product_relevance"])
+def test_every_row_a_nightly_writes_carries_its_load_columns(synced, table):
+    _, data_dir, summary = synced
+    columns = {"_snapshot_date", "_loaded_at"} | ({"_fetched_at"} if not table.startswith(("product_", "signal_")) else set())
+    nulls = query(data_dir / "analytics.duckdb",
+                  f"SELECT count(*), {', '.join(f'count(*) FILTER (WHERE {c} IS NULL)' for c in sorted(columns))} FROM {table}")
+    rows, *null_counts = nulls[0]
+    assert rows > 0 and null_counts == [0] * len(columns), f"{table}: NULLs in {sorted(columns)}: {null_counts}"
+    (date,) = query(data_dir / "analytics.duckdb", f"SELECT DISTINCT _snapshot_date FROM {table}")[0]
+    assert str(date) == summary.snapshot_date
 
 
 def test_kol_details_equal_the_detail_endpoint(synced):
@@ -74,7 +88,7 @@ def test_kol_details_equal_the_detail_endpoint(synced):
         item = api_detail(service, kol_id)
         row = details[kol_id]
         for f in KOL_DETAILS.schema:
-            if f.name in ("enriched_at", "_extra"):
+            if f.name in ("enriched_at", "_fetched_at", "_extra"):
                 continue
             assert_same_value(item.get(f.name), row[f.name], f.type, f"kol_details[{kol_id}].{f.name}")
     assert "pending" not in summary.asset("warehouse/kol_details").note

@@ -6,6 +6,7 @@ Parameter checking follows spec part 8 (page >= 1, 1 <= per_page <= 100, order a
 
 from __future__ import annotations
 
+import time
 from email.utils import format_datetime
 from typing import Any
 
@@ -68,6 +69,8 @@ def create_app(state: SpecState, api_key: str) -> ASGIApp:
         def endpoint(request: Request) -> JSONResponse:
             try:
                 authorize(request)
+                if state.latency:
+                    time.sleep(state.latency)  # a slow server; Starlette runs sync endpoints in a thread pool
                 query = dict(request.query_params)
                 page = _int_param(query, "page", 1, 1, None)
                 per_page = _int_param(query, "per_page", 20, 1, 100)
@@ -92,6 +95,8 @@ def create_app(state: SpecState, api_key: str) -> ASGIApp:
     def kol_detail(request: Request) -> JSONResponse:
         try:
             authorize(request)
+            if state.latency:
+                time.sleep(state.latency)
             kol_id = request.path_params["kol_id"]
             data = state.detail(kol_id)
             if data is None:

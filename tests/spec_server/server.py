@@ -21,8 +21,9 @@ class SpecServer:
     The mutation and inspection methods delegate to the thread-safe `state`."""
 
     def __init__(self, *, kols: int = 0, archived_kols: int = 0, campaigns: int = 0, products: int = 0,
-                 signals: int = 0, random_seed: int = 0, clock_offset: float = 0.0, api_key: str | None = None):
-        self.state = SpecState(random_seed=random_seed, clock_offset=clock_offset)
+                 signals: int = 0, random_seed: int = 0, clock_offset: float = 0.0, naive_timestamps: float = 0.0,
+                 api_key: str | None = None):
+        self.state = SpecState(random_seed=random_seed, clock_offset=clock_offset, naive_timestamps=naive_timestamps)
         self.state.seed(kols=kols, archived_kols=archived_kols, campaigns=campaigns, products=products, signals=signals)
         self.api_key = api_key or "spec_" + secrets.token_hex(16)
         self.host = "127.0.0.1"
@@ -101,11 +102,29 @@ class SpecServer:
         full = path if path.startswith("/v1/") else "/v1" + path
         return sum(1 for p, _ in self.requests if p == full)
 
+    @property
+    def latency(self) -> float:
+        return self.state.latency
+
+    @latency.setter
+    def latency(self, seconds: float) -> None:
+        """Every list and detail request takes this long (a slow server); requests still overlap."""
+        self.state.latency = seconds
+
     def create_kols(self, n: int) -> list[str]:
         return self.state.create("kols", n)
 
-    def create(self, resource: str, n: int) -> list[str]:
-        return self.state.create(resource, n)
+    def create(self, resource: str, n: int, *, stamped_ahead: float = 0.0) -> list[str]:
+        return self.state.create(resource, n, stamped_ahead=stamped_ahead)
+
+    def active_kol_ids(self) -> list[str]:
+        return self.state.active_kol_ids()
+
+    @property
+    def changes(self) -> list[tuple[Any, str, str, str]]:
+        """Every creation, archival and deletion so far: (real UTC time, kind, resource, id) (a copy)."""
+        with self.state.lock:
+            return list(self.state.changes)
 
     def archive_kols(self, ids: list[str]) -> None:
         self.state.archive_kols(ids)

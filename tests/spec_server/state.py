@@ -54,13 +54,18 @@ def stamp(moment: datetime) -> str:
 class SpecState:
     """The server's data. Thread-safe; every public method takes the lock."""
 
-    def __init__(self, *, random_seed: int = 0, clock_offset: float = 0.0):
+    def __init__(self, *, random_seed: int = 0, clock_offset: float = 0.0, naive_timestamps: float = 0.0):
         self.lock = threading.RLock()
         self.clock_offset = clock_offset  # seconds the server's clock is ahead (negative: behind)
+        # Share of new records whose timestamps are written without a zone designator (valid ISO 8601).
+        self.naive_timestamps = naive_timestamps
+        self.latency = 0.0  # seconds every list and detail request takes (a slow server), outside the lock
         self._rng = random.Random(random_seed)
         self._records: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in RESOURCES}
         self._hooks: list[tuple[str, int, dict[str, str], Callable[[], Any]]] = []
         self.requests: list[tuple[str, dict[str, str]]] = []
+        # Every creation, archival and deletion after seeding: (real UTC time, kind, resource, id), in order.
+        self.changes: list[tuple[datetime, str, str, str]] = []
         self._names = 0
 
     # -- clock ---------------------------------------------------------------------------------
@@ -91,25 +96,40 @@ class SpecState:
 
     # -- mutations (the tests' Python API) -----------------------------------------------------
 
-    def create(self, resource: str, n: int) -> list[str]:
-        """`n` new records created now (server clock); returns their ids."""
+    def create(self, resource: str, n: int, *, stamped_ahead: float = 0.0) -> list[str]:
+        """`n` new records created now (server clock); returns their ids. `stamped_ahead` seconds are
+        added to their timestamps only (a database clock ahead of the web tier's Date header)."""
         with self.lock:
-            now = self.now()
-            return [self._new(resource, now)["id"] for _ in range(n)]
+            now = self.now() + timedelta(seconds=stamped_ahead)
+            ids = [self._new(resource, now)["id"] for _ in range(n)]
+            self._log("created", resource, ids)
+            return ids
 
     def archive_kols(self, ids: list[str]) -> None:
         with self.lock:
             now = stamp(self.now())
+            archived = []
             for kol_id in ids:
                 record = self._records["kols"][kol_id]
                 if not record["_archived"]:
                     record["_archived"] = True
                     record["updated_at"] = now
+                    archived.append(kol_id)
+            self._log("archived", "kols", archived)
 
     def delete(self, resource: str, ids: list[str]) -> None:
         with self.lock:
             for item_id in ids:
                 del self._records[resource][item_id]
+            self._log("deleted", resource, list(ids))
+
+    def active_kol_ids(self) -> list[str]:
+        with self.lock:
+            return [kol_id for kol_id, r in self._records["kols"].items() if not r["_archived"]]
+
+    def _log(self, kind: str, resource: str, ids: list[str]) -> None:
+        moment = datetime.now(UTC)  # real time: the change log is read against the client's clock
+        self.changes.extend((moment, kind, resource, item_id) for item_id in ids)
 
     def on_page(self, path: str, page: int, action: Callable[[], Any], params: dict[str, Any] | None = None) -> None:
         """Run `action` once, right after the response to `page` of `path` (e.g. "/kols") is computed.
@@ -168,8 +188,8 @@ class SpecState:
                 action()
 
     def _sorted(self, resource: str, sort: str, order: str) -> list[dict[str, Any]]:
-        # ISO strings to the second with Z sort as text; ties broken by id, in the same direction
-        return sorted(self._records[resource].values(), key=lambda r: (r[sort], r["id"]), reverse=order == "desc")
+        # ISO strings to the second sort as text once the optional Z is set aside; ties broken by id, same direction
+        return sorted(self._records[resource].values(), key=lambda r: (r[sort].rstrip("Z"), r["id"]), reverse=order == "desc")
 
     def _new_id(self, resource: str) -> str:
         while True:
@@ -180,6 +200,8 @@ class SpecState:
     def _new(self, resource: str, created: datetime) -> dict[str, Any]:
         builder = {"kols": self._kol, "campaigns": self._campaign, "products": self._product, "signals": self._signal}[resource]
         record = builder(self._new_id(resource), created)
+        if self.naive_timestamps and self._rng.random() < self.naive_timestamps:
+            _without_zone(record)
         self._records[resource][record["id"]] = record
         return record
 
@@ -305,6 +327,15 @@ class SpecState:
         if resource == "kols":
             return _kol_list_item(record)
         return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+def _without_zone(record: dict[str, Any]) -> None:
+    """Every timestamp of the record written without its zone designator (`...T10:00:00`: UTC, valid ISO 8601)."""
+    for key, value in record.items():
+        if isinstance(value, dict):
+            _without_zone(value)
+        elif isinstance(value, str) and len(value) == 20 and value[10] == "T" and value.endswith("Z"):
+            record[key] = value[:-1]
 
 
 def _resource_of(path: str) -> str:
