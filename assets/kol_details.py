@@ -9,7 +9,6 @@ oldest pending first, and reports how many remain; running out of budget never f
 
 
 import time
-from datetime import UTC, datetime
 
 import dagster as dg
 from pydantic import Field
@@ -19,6 +18,7 @@ from assets.metadata import catalog_reference, column_schema, markdown_preview, 
 from assets.progress import ProgressReporter
 from assets.records import RecordConverter
 from assets.snapshot_date import snapshot_date
+from commops_spec.timestamps import utc_now
 from resources.api import CommopsApiResource
 from resources.commops_api import RequestBudgetExceeded
 from resources.lake import LakeResource, SnapshotWriter
@@ -115,7 +115,7 @@ def kol_details(
 
 def _fetch(client, ids: list[str], writer: SnapshotWriter, progress: ProgressReporter) -> tuple[int, str | None]:
     """Fetch details into the staged file, BATCH rows per batch. Returns (fetched, reason stopped early)."""
-    enriched_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    enriched_at = utc_now()
     converter = RecordConverter(KOL_DETAILS.schema, ignored=KOL_DETAIL_FIELDS_IN_KOLS, defaults={"enriched_at": enriched_at})
     fetched, stopped_by, batch = 0, None, []
     try:
