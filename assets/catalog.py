@@ -39,10 +39,11 @@ class ChildTable:
 @dataclass(frozen=True)
 class ResourceSpec:
     name: str  # asset key suffix, lake folder and warehouse table name
-    path: str  # API list path, relative to the base URL (which ends in /v1)
     id_prefix: str
     schema: pa.Schema
     description: str
+    path: str | None = None  # API list path, relative to the base URL (which ends in /v1); None: not from a list
+    source: str | None = None  # where the rows come from when not from `path` (webhook tables)
     walks: tuple[dict[str, str], ...] = ({},)  # one client walk per params dict, results unioned
     walk_defaults: tuple[dict[str, Any], ...] = ({},)  # values filled per walk when a record lacks them
     # The field that grows as rows are created: walks sort by it ascending, and it tells which rows
@@ -172,10 +173,10 @@ KOL_DETAIL_FIELDS_IN_KOLS = (
     "email", "phone", "event_count", "last_interaction", "interactions", "publications",
 )
 
-# Webhook-driven tables (assets/webhook_events.py): written by the incremental job only.
+# Webhook-driven tables (assets/webhooks/): written by the incremental job only.
 CAMPAIGN_ENGAGEMENT = ResourceSpec(
     name="campaign_engagement",
-    path="webhook campaign.email_opened, campaign.link_clicked",
+    source="webhook events campaign.email_opened, campaign.link_clicked",
     id_prefix=c.ID_PREFIXES["webhook_event"],
     schema=schemas.CAMPAIGN_ENGAGEMENT,
     description=(
@@ -190,14 +191,14 @@ CAMPAIGN_ENGAGEMENT = ResourceSpec(
 
 WEBHOOK_EVENTS = ResourceSpec(
     name="webhook_events",
-    path="webhook (every event name)",
+    source="webhook events (every event name)",
     id_prefix=c.ID_PREFIXES["webhook_event"],
     schema=schemas.WEBHOOK_EVENTS,
     description=(
-        "Every webhook event the incremental job applied, one row per event id, with its data as sent "
-        "and the run that applied it (job apply_webhook_events)."
+        "Every webhook event the incremental job settled, one row per event id: applied, or quarantined with its "
+        "error; its data as sent and the run that wrote it (job apply_webhook_events)."
     ),
     sort=None,
-    version=("applied_at",),  # an event applied again (its marking was lost) names the later run
-    required=("id", "event", "created_at", "received_at", "applied_at", "run_id"),
+    version=(),  # the run that settled the event last wins (applied after a retry, applied again after a lost mark)
+    required=("id", "event", "received_at", "status", "run_id"),
 )
