@@ -40,18 +40,19 @@ class ChildTable:
 @dataclass(frozen=True)
 class ResourceSpec:
     name: str  # asset key suffix, lake folder and warehouse table name
-    path: str  # API list path, relative to the base URL (which ends in /v1)
     id_prefix: str
     schema: pa.Schema
     description: str
+    path: str | None = None  # API list path, relative to the base URL (which ends in /v1); None: not from a list
+    source: str | None = None  # where the rows come from when not from `path` (webhook tables)
     walks: tuple[dict[str, str], ...] = ({},)  # one list per params dict (KOLs: active, archived), results unioned
     walk_defaults: tuple[dict[str, Any], ...] = ({},)  # values filled per list when a record lacks them
     # Per list, the index of the list its rows leave for (active KOLs are archived), None where rows only enter.
     walk_drains_into: tuple[int | None, ...] = (None,)
     # A single object's path ("/kols/{id}"), to settle rows a repair pass no longer listed; None: no lookup.
     lookup_path: str | None = None
-    # The field that grows as rows are created: walks sort by it ascending, and it tells which rows
-    # were created during a walk (on the server's clock).
+    # The field lists are paged by (ascending, ties by id). It never changes for a row, so the key range
+    # each page shows tells which rows a walk covered (resources/commops_api/_paging.py).
     sort: str | None = "created_at"
     key: str = "id"
     # The version of a row, compared field by field (a NULL on either side defers to the next field):
@@ -196,10 +197,10 @@ KOL_DETAIL_FIELDS_IN_KOLS = (
     "email", "phone", "event_count", "last_interaction", "interactions", "publications",
 )
 
-# Webhook-driven tables (assets/webhook_events.py): written by the incremental job only.
+# Webhook-driven tables (assets/webhooks/): written by the incremental job only.
 CAMPAIGN_ENGAGEMENT = ResourceSpec(
     name="campaign_engagement",
-    path="webhook campaign.email_opened, campaign.link_clicked",
+    source="webhook events campaign.email_opened, campaign.link_clicked",
     id_prefix=c.ID_PREFIXES["webhook_event"],
     schema=schemas.CAMPAIGN_ENGAGEMENT,
     description=(
@@ -214,14 +215,14 @@ CAMPAIGN_ENGAGEMENT = ResourceSpec(
 
 WEBHOOK_EVENTS = ResourceSpec(
     name="webhook_events",
-    path="webhook (every event name)",
+    source="webhook events (every event name)",
     id_prefix=c.ID_PREFIXES["webhook_event"],
     schema=schemas.WEBHOOK_EVENTS,
     description=(
-        "Every webhook event the incremental job applied, one row per event id, with its data as sent "
-        "and the run that applied it (job apply_webhook_events)."
+        "Every webhook event the incremental job settled, one row per event id: applied, or quarantined with its "
+        "error; its data as sent and the run that wrote it (job apply_webhook_events)."
     ),
     sort=None,
-    version=("applied_at",),  # an event applied again (its marking was lost) names the later run
-    required=("id", "event", "created_at", "received_at", "applied_at", "run_id"),
+    version=(),  # the run that settled the event last wins (applied after a retry, applied again after a lost mark)
+    required=("id", "event", "received_at", "status", "run_id"),
 )

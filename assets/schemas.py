@@ -230,7 +230,7 @@ KOL_DETAILS = pa.schema(
     ]
 )
 
-# Webhook-driven tables (assets/webhook_events.py). Built by the pipeline from inbox events, not
+# Webhook-driven tables (assets/webhooks/). Built by the pipeline from inbox events, not
 # read from a list endpoint, so they have no _fetched_at or _extra.
 
 # One row per campaign.email_opened / campaign.link_clicked event.
@@ -246,21 +246,31 @@ CAMPAIGN_ENGAGEMENT = pa.schema(
     ]
 )
 
-# One row per webhook event the incremental job applied (every kind, known or not).
+# One row per webhook event the incremental job settled: applied, or quarantined (every kind, known or not).
 WEBHOOK_EVENTS = pa.schema(
     [
         field("id", pa.string(), "Webhook event identifier (wh_evt_...), the same on every redelivery"),
         field("event", pa.string(), "Event name, e.g. kol.updated (part 6 of the spec)"),
-        field("created_at", TIMESTAMP, "Time the service created the event (envelope created_at, UTC)"),
+        field(
+            "created_at", TIMESTAMP,
+            "Time the service created the event (envelope created_at, UTC; one sent without zone designator is UTC); "
+            "NULL when unreadable (the event is quarantined)",
+        ),
         field("received_at", TIMESTAMP, "Time the receiver stored the event durably (UTC)"),
         field("organization_id", pa.string(), "Owning organization (org_...)"),
         pa.field(
             "data", pa.string(), nullable=True,
-            metadata={"description": "The event's data object as sent (JSON)", "json": "true"},
+            metadata={"description": "The event's data object as sent (JSON); NULL when the body cannot be read", "json": "true"},
         ),
         field("known_event", pa.bool_(), "False for an event name outside part 6 of the spec (recorded, not applied)"),
-        field("attempts", pa.int64(), "Failed applications before the one that committed this row"),
-        field("applied_at", TIMESTAMP, "Time the incremental job committed this event's changes (UTC)"),
-        field("run_id", pa.string(), "Dagster run that applied the event (job apply_webhook_events)"),
+        field("attempts", pa.int64(), "Failed applications before this row was written (a quarantined event's included)"),
+        field("applied_at", TIMESTAMP, "Time the incremental job committed this event's changes (UTC); NULL when quarantined"),
+        field("run_id", pa.string(), "Dagster run that wrote this row (job apply_webhook_events)"),
+        field(
+            "status", pa.string(),
+            "applied, or quarantined: set aside with its error after failing COMMOPS_EVENTS_MAX_ATTEMPTS times or "
+            "because it can never be applied; `commops events retry` puts it back",
+        ),
+        field("error", pa.string(), "Why a quarantined event was set aside (one line); NULL when applied"),
     ]
 )

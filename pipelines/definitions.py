@@ -13,7 +13,7 @@ from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
 from assets.progress import ProgressReporter
 from assets.warehouse import TABLE_ASSETS
-from assets.webhook_events import WEBHOOK_ASSETS, webhook_events
+from assets.webhooks import WEBHOOK_ASSETS, webhook_events
 from pipelines.jobs import JOBS
 from pipelines.schedules import build_schedules
 from pipelines.sensors import SENSORS
@@ -55,7 +55,7 @@ def build_resources(
         ),
         "lake": LakeResource(data_dir=data_dir),
         "warehouse": WarehouseResource(data_dir=data_dir),
-        "inbox": InboxResource(data_dir=data_dir),
+        "inbox": InboxResource(data_dir=data_dir, max_attempts=settings.events_max_attempts),
         "crm": crm or build_crm_resource(CrmSettings()) or NoCrmConfigured(),
         "progress": dg.ResourceDefinition.hardcoded_resource(progress or ProgressReporter()),
     }

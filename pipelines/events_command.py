@@ -1,10 +1,10 @@
-"""`commops events apply`: the incremental job, in this process, until no event is pending (for shells
-and cron jobs without the Dagster daemon); `commops events status`: the inbox's counts."""
+"""`commops events apply`: the incremental job, in this process, until no event is ready (for shells
+and cron jobs without the Dagster daemon); `commops events status`: the inbox's counts and the events
+set aside; `commops events retry`: quarantined or failing events back to pending."""
 
 from __future__ import annotations
 
 import logging
-import sys
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -12,24 +12,30 @@ from dataclasses import dataclass, field
 import click
 import dagster as dg
 
-from assets.webhook_events import APPLY_STEP, BATCH_LIMIT
-from pipelines.command_checks import check_writable
+from assets.webhooks import BATCH_LIMIT, run_config
+from pipelines.command_checks import check_writable, fail
 from pipelines.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
-from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from pipelines.in_process import QUIET_CONSOLE, failure_message, metadata_value
-from pipelines.sync import SyncError
+from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from resources.inbox import InboxResource
 from resources.settings import API_KEY_ENV, SettingsError, load_settings, require_api_key
+
+LISTED = 100  # events listed per state by `status`
+
+
+class ApplyError(RuntimeError):
+    """`commops events apply` failed; the message is one line saying why (the events stay pending)."""
 
 
 @dataclass
 class ApplySummary:
     runs: int = 0
-    events: int = 0
+    events: int = 0  # applied
+    quarantined: list[str] = field(default_factory=list)
     by_kind: Counter = field(default_factory=Counter)
     rows_written: Counter = field(default_factory=Counter)
-    pending: int = 0
+    counts: dict[str, int] = field(default_factory=dict)  # the inbox's, at the end
 
 
 def run_apply(
@@ -39,54 +45,52 @@ def run_apply(
     limit: int = BATCH_LIMIT,
     instance: dg.DagsterInstance | None = None,
 ) -> ApplySummary:
-    """Run apply_webhook_events in-process, batch after batch, until nothing is pending; SyncError on failure."""
+    """Run apply_webhook_events in-process, batch after batch (explicit event ids, as the sensor gives
+    them), until no event is ready; ApplyError when a run fails."""
     settings = load_settings(base_url=base_url, data_dir=data_dir)
     settings = settings.model_copy(update={"base_url": settings.require_base_url()})
     require_api_key(api_key_env)
     try:
         check_writable(settings.data_dir)
     except OSError as error:
-        raise SyncError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
-    inbox = InboxResource(data_dir=str(settings.data_dir))
-    job = make_definitions(settings, build_resources(settings, api_key_env=api_key_env)).resolve_job_def(APPLY_WEBHOOK_EVENTS)
+        raise ApplyError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
+    resources = build_resources(settings, api_key_env=api_key_env)
+    inbox: InboxResource = resources["inbox"]
+    job = make_definitions(settings, resources).resolve_job_def(APPLY_WEBHOOK_EVENTS)
     summary = ApplySummary()
-    run_config = {
-        "ops": {APPLY_STEP: {"config": {"limit": limit}}},
-        **QUIET_CONSOLE,
-    }
     logging.getLogger("commops").setLevel(logging.INFO)
+    previous: list[str] = []
     with dagster_instance(settings) if instance is None else nullcontext(instance) as dagster:
         while True:
-            box = inbox.open()
-            pending = box.counts()["pending"]
-            box.close()
-            if not pending:
+            with inbox.open() as box:
+                batch = [event.id for event in box.pending(limit=limit)]
+            if not batch:
                 break
-            result = job.execute_in_process(run_config=run_config, instance=dagster, raise_on_error=False)
+            if batch == previous:  # each run settles its batch (applied, quarantined or waiting): never seen
+                raise ApplyError(f"{len(batch)} event(s) still pending after a run that succeeded, e.g. {batch[0]}")
+            previous = batch
+            result = job.execute_in_process(
+                run_config={**run_config(batch), **QUIET_CONSOLE}, instance=dagster, raise_on_error=False
+            )
             summary.runs += 1
             if not result.success:
-                raise SyncError(failure_message(result))
-            applied = 0
+                raise ApplyError(failure_message(result))
             for event in result.get_asset_materialization_events():
                 materialization = event.materialization
-                metadata = dict(materialization.metadata)
                 if materialization.asset_key.path == ["warehouse", "webhook_events"]:
-                    summary.events += metadata_value(metadata, "events") or 0
+                    metadata = dict(materialization.metadata)
+                    summary.events += metadata_value(metadata, "applied") or 0
+                    summary.quarantined += metadata_value(metadata, "quarantined_ids") or []
                     summary.by_kind.update(metadata_value(metadata, "events_by_kind") or {})
                     summary.rows_written.update(metadata_value(metadata, "rows_written") or {})
-                if materialization.asset_key.path == ["webhooks", "applied"]:
-                    applied = metadata_value(metadata, "events_marked_applied") or 0
-            if not applied:  # nothing could be applied: stop rather than loop
-                break
-    box = inbox.open()
-    summary.pending = box.counts()["pending"]
-    box.close()
+    with inbox.open() as box:
+        summary.counts = box.counts()
     return summary
 
 
 @click.group("events")
 def events() -> None:
-    """Webhook events in the inbox ($COMMOPS_DATA_DIR/inbox/webhooks.db): apply them, count them."""
+    """Webhook events in the inbox ($COMMOPS_DATA_DIR/inbox/webhooks.db): apply them, count them, retry them."""
 
 
 @events.command("apply")
@@ -98,30 +102,76 @@ def apply(base_url, api_key_env, data_dir, limit) -> None:
     """Apply every pending event now, in this process (the job the sensor runs), then publish analytics.duckdb."""
     try:
         summary = run_apply(base_url=base_url, data_dir=data_dir, api_key_env=api_key_env, limit=limit)
-    except (SettingsError, SyncError) as error:
-        click.echo(f"commops events apply failed: {error} (the events stay pending)", err=True)
-        sys.exit(1)
+    except (SettingsError, ApplyError) as error:
+        fail("events apply", f"{error} (the events stay pending)")
     kinds = ", ".join(f"{name} {n}" for name, n in sorted(summary.by_kind.items())) or "none"
     tables = ", ".join(f"{name} {n}" for name, n in sorted(summary.rows_written.items())) or "none"
-    click.echo(f"commops events apply: {summary.events} event(s) applied in {summary.runs} run(s); {summary.pending} pending")
+    counts = summary.counts
+    click.echo(
+        f"commops events apply: {summary.events} event(s) applied in {summary.runs} run(s); {counts['pending']} pending "
+        f"({counts['backing_off']} waiting to be retried), {counts['quarantined']} quarantined"
+    )
     click.echo(f"  by kind:      {kinds}")
     click.echo(f"  rows written: {tables}")
+    if summary.quarantined:
+        click.echo(f"  quarantined now: {', '.join(summary.quarantined)} (see commops events status)")
+
+
+def _inbox(command: str, data_dir: str | None) -> InboxResource:
+    try:
+        settings = load_settings(data_dir=data_dir)
+    except SettingsError as error:
+        fail(command, str(error))
+    return InboxResource(data_dir=str(settings.data_dir), max_attempts=settings.events_max_attempts)
 
 
 @events.command("status")
 @click.option("--data-dir", help="Data directory of the inbox (default: $COMMOPS_DATA_DIR or ./data).")
 def status(data_dir) -> None:
-    """Counts of the inbox: total, pending, applied, failing (pending after a failed run), unknown event names."""
-    try:
-        settings = load_settings(data_dir=data_dir)
-    except SettingsError as error:
-        click.echo(f"commops events status failed: {error}", err=True)
-        sys.exit(1)
-    inbox = InboxResource(data_dir=str(settings.data_dir))
-    box = inbox.open()
-    counts = box.counts()
-    failing = [e for e in box.pending(limit=BATCH_LIMIT) if e.attempts]
-    box.close()
-    click.echo(f"inbox {inbox.path}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    for event in failing[:5]:
-        click.echo(f"  failing {event.id} {event.event}: {event.attempts} attempt(s), last error: {event.last_error}")
+    """The inbox's counts, then the quarantined and the failing events (id, name, attempts, error), one line each."""
+    inbox = _inbox("events status", data_dir)
+    with inbox.open() as box:
+        counts = box.counts()
+        quarantined = box.quarantined(limit=LISTED)
+        failing = box.failing(limit=LISTED)
+    click.echo(
+        f"inbox {inbox.path}: total {counts['total']}, pending {counts['pending']} "
+        f"(failing {counts['failing']}, backing off {counts['backing_off']}), applied {counts['applied']}, "
+        f"quarantined {counts['quarantined']}, unknown event names {counts['unknown_event']}"
+    )
+    for event in quarantined:
+        click.echo(f"  quarantined {event.id} {event.event}: {event.attempts} attempt(s), error: {event.last_error}")
+    if counts["quarantined"] > len(quarantined):
+        click.echo(f"  ... and {counts['quarantined'] - len(quarantined)} more quarantined")
+    for event in failing:
+        when = f"next attempt after {event.retry_after}" if event.retry_after else "ready"
+        click.echo(f"  failing {event.id} {event.event}: {event.attempts} attempt(s), {when}, last error: {event.last_error}")
+    if counts["failing"] > len(failing):
+        click.echo(f"  ... and {counts['failing'] - len(failing)} more failing")
+    if counts["quarantined"]:
+        click.echo("Put them back with: commops events retry ID [ID ...] or commops events retry --all")
+
+
+@events.command("retry")
+@click.argument("event_ids", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Every quarantined or failing event.")
+@click.option("--data-dir", help="Data directory of the inbox (default: $COMMOPS_DATA_DIR or ./data).")
+def retry(event_ids, every, data_dir) -> None:
+    """Put quarantined (or failing) events back to pending now: attempts reset, their last error kept.
+    The sensor, or `commops events apply`, then applies them."""
+    if bool(event_ids) == every:
+        fail("events retry", "name event ids or give --all (not both)", 2)
+    inbox = _inbox("events retry", data_dir)
+    with inbox.open() as box:
+        if every:
+            back = box.retry()
+        else:
+            known = {event.id: event for event in box.get(event_ids)}
+            unknown = [event_id for event_id in event_ids if event_id not in known]
+            if unknown:
+                fail("events retry", f"no event {', '.join(unknown)} in the inbox {inbox.path}")
+            applied = [event_id for event_id in event_ids if known[event_id].applied_at is not None]
+            if applied:
+                fail("events retry", f"{', '.join(applied)} already applied: nothing to retry")
+            back = box.retry(event_ids)
+    click.echo(f"commops events retry: {len(back)} event(s) back to pending" + (f": {', '.join(back)}" if back else ""))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.webhook_events import APPLIED_KEY, WEBHOOK_EVENTS_KEY
+from assets.webhooks import APPLIED_KEY, WEBHOOK_EVENTS_KEY
+from pipelines.event_failures import count_step_failure
 
 NIGHTLY_SYNC = "nightly_sync"
 APPLY_WEBHOOK_EVENTS = "apply_webhook_events"
@@ -25,11 +26,13 @@ nightly_sync = dg.define_asset_job(
     description="Snapshot the four API resources to Parquet, merge them into DuckDB, enrich KOL details, publish analytics.duckdb.",
 )
 
-# Apply -> publish -> mark: the inbox is marked only after analytics.duckdb holds the changes.
+# Apply -> publish -> mark: the inbox is marked only after analytics.duckdb holds the changes. A failed
+# step counts against the run's events (pipelines/event_failures.py).
 apply_webhook_events = dg.define_asset_job(
     APPLY_WEBHOOK_EVENTS,
     selection=dg.AssetSelection.assets(WEBHOOK_EVENTS_KEY, ["analytics"], APPLIED_KEY),
     executor_def=dg.in_process_executor,
+    hooks={count_step_failure},
     description="Apply pending webhook events (refetch what they name, merge into the warehouse), publish analytics.duckdb, mark them applied.",
 )
 

@@ -11,6 +11,10 @@ made for that batch (tag `commops/event_batch`). An in-flight batch is never req
 events are excluded); a failed batch, or one whose run crashed (run monitoring turns it into a
 failure), is requested again under the next n. The cursor only records the last tick's figures.
 
+Pending means ready: an event waiting after a failure (`retry_after`) or quarantined is not taken.
+`webhook_events_failure_sensor` counts a failed run of the job against its events, a crashed one
+included (pipelines/event_failures.py).
+
 default_status RUNNING: with the receiver running, events reach analytics.duckdb within seconds
 as soon as `dagster dev` or the daemon runs; stop the sensor in the UI to apply them only with
 `commops events apply`.
@@ -23,8 +27,9 @@ import json
 
 import dagster as dg
 
-from assets.webhook_events import APPLY_STEP, BATCH_LIMIT
-from pipelines.jobs import APPLY_WEBHOOK_EVENTS
+from assets.webhooks import BATCH_LIMIT, event_ids_of, run_config
+from pipelines.event_failures import count_failure
+from pipelines.jobs import APPLY_WEBHOOK_EVENTS, apply_webhook_events
 from resources.inbox import InboxResource
 
 BATCH_TAG = "commops/event_batch"
@@ -40,29 +45,18 @@ def batch_hash(event_ids: list[str]) -> str:
     return hashlib.sha256("\n".join(event_ids).encode()).hexdigest()[:16]
 
 
-def run_config(event_ids: list[str]) -> dict:
-    return {"ops": {APPLY_STEP: {"config": {"event_ids": list(event_ids)}}}}
-
-
 def in_flight_event_ids(instance: dg.DagsterInstance) -> set[str]:
     """Event ids carried by runs of the job that have not finished."""
     runs = instance.get_runs(filters=dg.RunsFilter(job_name=APPLY_WEBHOOK_EVENTS, statuses=IN_FLIGHT))
-    carried: set[str] = set()
-    for run in runs:
-        config = (run.run_config or {}).get("ops", {}).get(APPLY_STEP, {}).get("config", {})
-        carried.update(config.get("event_ids") or [])
-    return carried
+    return {event_id for run in runs for event_id in event_ids_of(run.run_config)}
 
 
 def next_request(instance: dg.DagsterInstance, inbox: InboxResource, limit: int = BATCH_LIMIT) -> tuple[dg.RunRequest | None, dict]:
     """The run request for the next batch (None when nothing is pending outside in-flight runs), and figures."""
     carried = in_flight_event_ids(instance)
-    box = inbox.open()
-    try:
+    with inbox.open() as box:
         # Read past the in-flight events so a full batch is still found behind them.
         pending = box.pending(limit=limit + len(carried))
-    finally:
-        box.close()
     batch = [event.id for event in pending if event.id not in carried][:limit]
     figures = {"pending_seen": len(pending), "in_flight": len(carried), "requested": len(batch)}
     if not batch:
@@ -93,4 +87,16 @@ def webhook_events_sensor(context: dg.SensorEvaluationContext, inbox: InboxResou
     return dg.SensorResult(run_requests=[request], cursor=cursor)
 
 
-SENSORS = [webhook_events_sensor]
+@dg.run_failure_sensor(
+    name="webhook_events_failure_sensor",
+    monitored_jobs=[apply_webhook_events],
+    minimum_interval_seconds=10,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=f"Counts a failed {APPLY_WEBHOOK_EVENTS} run (a crashed one included) against its events.",
+)
+def webhook_events_failure_sensor(context: dg.RunFailureSensorContext, inbox: InboxResource) -> None:
+    message = (context.failure_event.message or "").strip().splitlines()
+    count_failure(inbox, context.dagster_run, f"run failed: {message[0][:400] if message else 'no message'}", context.log)
+
+
+SENSORS = [webhook_events_sensor, webhook_events_failure_sensor]

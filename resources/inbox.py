@@ -7,18 +7,24 @@ from pathlib import Path
 
 import dagster as dg
 
-from webhook_receiver.inbox import Inbox, inbox_path
+from webhook_receiver.inbox import DEFAULT_MAX_ATTEMPTS, Inbox, inbox_path
 
 
 class InboxResource(dg.ConfigurableResource):
-    """$COMMOPS_DATA_DIR/inbox/webhooks.db, written by `commops receiver run`."""
+    """$COMMOPS_DATA_DIR/inbox/webhooks.db, written by `commops receiver run`.
+
+        with inbox.open() as box:
+            box.pending(limit=500)
+    """
 
     data_dir: str
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS  # COMMOPS_EVENTS_MAX_ATTEMPTS
 
     @property
     def path(self) -> Path:
         return inbox_path(self.data_dir)
 
     def open(self) -> Inbox:
-        """The inbox (created empty when the receiver has not run yet)."""
-        return Inbox(self.path)
+        """The inbox (created empty when the receiver has not run yet); use it in a `with` block,
+        which closes the connection."""
+        return Inbox(self.path, max_attempts=self.max_attempts)

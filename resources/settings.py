@@ -15,6 +15,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from webhook_receiver.inbox import DEFAULT_MAX_ATTEMPTS
+
 ENV_PREFIX = "COMMOPS_"
 BASE_URL_ENV = "COMMOPS_BASE_URL"
 API_KEY_ENV = "COMMOPS_API_KEY"
@@ -35,6 +37,9 @@ class Settings(BaseSettings):
     # KOL details fetched per run at most (one GET each); a first sync of a large org drains
     # its backlog over several nights instead of spending the night on detail requests.
     enrich_details_limit: int = Field(default=5_000, ge=0, description="KOL details fetched per run at most.")
+    events_max_attempts: int = Field(
+        default=DEFAULT_MAX_ATTEMPTS, ge=1, description="Failed applications before a webhook event is quarantined."
+    )
 
     @field_validator("timezone")
     @classmethod

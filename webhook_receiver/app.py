@@ -4,7 +4,9 @@ A delivery is answered, in this order:
 - 413 when Content-Length or the bytes read exceed the body cap (reading stops there);
 - 401 when `x-service-signature` is missing, not 64 lower-case hex characters, or matches
   none of the configured secrets;
-- 400 when the body is not a JSON object with id, event, created_at and data;
+- 400 when the body can never be an event (webhook_receiver/envelope.py): not a JSON object,
+  `id` or `event` not a non-empty string, `created_at` not an ISO 8601 timestamp (one without zone
+  designator is read as UTC), `data` not an object; the message names the field;
 - 503 when the inbox commit fails (the service retries);
 - 200 once the event is committed durably to the inbox, also for an id already stored
   (`"duplicate": true`, stored once). Unknown event names are stored with known_event=0.
@@ -68,7 +70,7 @@ def create_app(
     """The receiver for `settings` (default: from the environment).
 
     `secrets` defaults to COMMOPS_WEBHOOK_SECRETS plus the secrets file; `committer` (an
-    object with `async submit(raw, envelope) -> bool`, `start()`, `stop()`, `alive`) defaults
+    object with `async submit(raw, envelope: Envelope) -> bool`, `start()`, `stop()`, `alive`) defaults
     to a GroupCommitter over the inbox under COMMOPS_DATA_DIR.
     """
     settings = settings or ReceiverSettings()
@@ -92,12 +94,13 @@ def create_app(
         try:
             envelope = parse_envelope(body)
         except InvalidEnvelope as exc:
+            log.warning("refused a signed delivery (400): %s", exc)
             return _error(400, "invalid_envelope", str(exc))
         try:
             new = await writer.submit(body, envelope)
         except InboxUnavailable:
             return _error(503, "inbox_unavailable", "the event could not be stored; retry later")
-        return JSONResponse({"id": envelope["id"], "duplicate": not new})
+        return JSONResponse({"id": envelope.id, "duplicate": not new})
 
     async def health(request: Request) -> Response:
         ok = writer.alive

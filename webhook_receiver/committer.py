@@ -14,6 +14,7 @@ import queue
 import threading
 from typing import Any
 
+from webhook_receiver.envelope import Envelope
 from webhook_receiver.inbox import Inbox
 
 log = logging.getLogger("webhook_receiver")
@@ -46,7 +47,7 @@ class GroupCommitter:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    async def submit(self, raw: bytes, envelope: dict[str, Any]) -> bool:
+    async def submit(self, raw: bytes, envelope: Envelope) -> bool:
         """Returns once the event is committed: True if new, False for an id already stored."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()

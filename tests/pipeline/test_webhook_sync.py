@@ -81,16 +81,20 @@ def test_a_run_that_fails_midway_leaves_its_events_pending_and_a_retry_under_a_n
     dead = stack.definitions_for(f"http://127.0.0.1:{free_port()}/v1")  # the service is unreachable for this run
     failed = stack.execute(first, defs=dead)
     assert not failed.success
-    pending = stack.inbox.pending()
-    assert [e.id for e in pending] == [e.id for e in events]
-    assert all(e.attempts == 1 and "COMMOPS_BASE_URL" in e.last_error for e in pending)
+    failing = stack.inbox.failing()
+    assert [e.id for e in failing] == [e.id for e in events]
+    assert all(e.attempts == 1 and "COMMOPS_BASE_URL" in e.last_error and e.retry_after for e in failing)
     assert not stack.analytics.exists()  # nothing was published
+    assert stack.tick().run_requests == []  # they wait before the next attempt
 
+    stack.end_waits()
     second = stack.tick().run_requests[0]
     assert second.tags[BATCH_TAG] == first.tags[BATCH_TAG] and second.run_key != first.run_key
     assert stack.execute(second).success
     assert stack.query(f"SELECT tier, attempts FROM kols JOIN webhook_events w ON true WHERE kols.id = '{a['id']}' LIMIT 1") == [("tier_2", 1)]
-    assert stack.inbox.counts() == {"total": 2, "pending": 0, "applied": 2, "failing": 0, "unknown_event": 0}
+    assert stack.inbox.counts() == {
+        "total": 2, "pending": 0, "backing_off": 0, "failing": 0, "quarantined": 0, "applied": 2, "unknown_event": 0
+    }
 
 
 def test_events_applied_out_of_order_and_twice_converge_to_the_services_state(stack: Stack) -> None:

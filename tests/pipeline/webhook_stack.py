@@ -63,6 +63,13 @@ class Stack:
         finally:
             conn.close()
 
+    def end_waits(self) -> None:
+        """As if the wait after each failed attempt were over (the inbox's retry_after in the past)."""
+        conn = sqlite3.connect(self.receiver.settings.inbox_path)
+        with conn:
+            conn.execute("UPDATE events SET retry_after = '2000-01-01T00:00:00.000000Z' WHERE retry_after IS NOT NULL")
+        conn.close()
+
     def wait_for_events(self, count: int, timeout: float = 20.0) -> list:
         """The inbox's pending events once at least `count` are pending."""
         return wait_until(lambda: (p := self.inbox.pending()) and len(p) >= count and p, timeout=timeout)

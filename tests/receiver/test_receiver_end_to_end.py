@@ -45,7 +45,7 @@ def _create_kols(api, count: int, tag: str, into: list[str] | None = None) -> li
 
 
 def _stored_kol_ids(inbox: Inbox) -> list[str]:
-    return [event.envelope()["data"]["id"] for event in inbox.pending() if event.event == "kol.created"]
+    return [event.envelope().data["id"] for event in inbox.pending() if event.event == "kol.created"]
 
 
 def test_the_service_delivers_every_event_once_through_a_secret_rotation(stack, caplog) -> None:

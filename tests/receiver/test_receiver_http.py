@@ -138,6 +138,25 @@ def test_a_signed_but_malformed_body_is_400(make_receiver, client, body: bytes, 
     assert inbox_of(rx).counts()["total"] == 0
 
 
+@pytest.mark.parametrize("created_at", ["2026-11-22 at ten", "2026-13-40T10:00:00Z", "yesterday"])
+def test_an_unreadable_created_at_is_400_naming_created_at_and_nothing_is_stored(make_receiver, client, created_at) -> None:
+    rx = make_receiver()
+    response = post_signed(client, rx.url, envelope(created_at=created_at))
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "invalid_envelope"
+    assert response.json()["error"]["message"].startswith("created_at is not an ISO 8601 timestamp")
+    assert inbox_of(rx).counts()["total"] == 0
+
+
+def test_a_created_at_without_zone_designator_is_stored_and_reads_as_utc(make_receiver, client) -> None:
+    rx = make_receiver()
+    env = envelope(created_at="2026-11-22T10:00:00")
+    assert post_signed(client, rx.url, env).status_code == 200
+    [stored] = inbox_of(rx).get([env["id"]])
+    assert stored.created_at == "2026-11-22T10:00:00"  # as sent
+    assert stored.envelope().created_at.isoformat() == "2026-11-22T10:00:00+00:00"
+
+
 def test_a_body_above_the_cap_is_413(make_receiver, client) -> None:
     rx = make_receiver(webhook_max_body_bytes=1024)
     env = envelope(padding="x" * 2000)

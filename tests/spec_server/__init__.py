@@ -8,6 +8,7 @@ no total_pages outside the KOL list, ties in created_at. Tests drive it through 
     server.base_url, server.api_key              # what the sync is given
     server.create_kols(5); server.archive_kols([...]); server.delete("kols", [...])
     server.on_page("/kols", 2, action)           # one-shot: runs right after page 2 of /v1/kols is computed
+    server.fail_detail(kol_id, times=2)           # the next 2 GET /v1/kols/{kol_id} answer 400 (that KOL only)
     server.clock_offset = 600                     # the server's clock 10 minutes ahead (Date header included)
     server.truth("kols"), server.archived_kol_ids()
     server.stop()

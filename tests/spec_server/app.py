@@ -98,6 +98,8 @@ def create_app(state: SpecState, api_key: str) -> ASGIApp:
             if state.latency:
                 time.sleep(state.latency)
             kol_id = request.path_params["kol_id"]
+            if (status := state.detail_fault(kol_id)) is not None:
+                raise ApiError(status, "invalid_request", f"KOL {kol_id} cannot be read now", {"field": "id", "reason": "invalid"})
             data = state.detail(kol_id)
             if data is None:
                 raise ApiError(404, "not_found", f"no KOL {kol_id}")

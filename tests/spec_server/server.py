@@ -140,3 +140,6 @@ class SpecServer:
 
     def on_page(self, path: str, page: int, action: Callable[[], Any], params: dict[str, Any] | None = None) -> None:
         self.state.on_page(path, page, action, params)
+
+    def fail_detail(self, kol_id: str, times: int, status: int = 400) -> None:
+        self.state.fail_detail(kol_id, times, status)

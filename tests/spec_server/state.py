@@ -67,6 +67,7 @@ class SpecState:
         # Every creation, archival and deletion after seeding: (real UTC time, kind, resource, id), in order.
         self.changes: list[tuple[datetime, str, str, str]] = []
         self._names = 0
+        self._detail_faults: dict[str, list[int]] = {}  # kol id -> [status, answers left]
 
     # -- clock ---------------------------------------------------------------------------------
 
@@ -173,6 +174,20 @@ class SpecState:
         with self.lock:
             record = self._records["kols"].get(kol_id)
             return None if record is None else _kol_detail(record)
+
+    def fail_detail(self, kol_id: str, times: int, status: int = 400) -> None:
+        """The next `times` GET /v1/kols/{kol_id} answer `status` (an error about that KOL alone)."""
+        with self.lock:
+            self._detail_faults[kol_id] = [status, times]
+
+    def detail_fault(self, kol_id: str) -> int | None:
+        """The status the next GET of this KOL must answer instead of its detail (one answer used), or None."""
+        with self.lock:
+            fault = self._detail_faults.get(kol_id)
+            if not fault or fault[1] <= 0:
+                return None
+            fault[1] -= 1
+            return fault[0]
 
     def log_request(self, path: str, query: dict[str, str]) -> None:
         with self.lock:
