@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import duckdb  # noqa: E402
 
 from commops_spec.constants import EVENTS, KOL_TIERS  # noqa: E402
-from pipelines.daemon_process import running_daemon  # noqa: E402
+from pipelines.cli.daemon_process import running_daemon  # noqa: E402
 from tests.pipeline.conftest import start_service  # noqa: E402
 from tests.pipeline.sync_support import sync  # noqa: E402
 from tests.service.webhook_support import free_port  # noqa: E402

@@ -148,7 +148,7 @@ def sync(service: Any, data_dir: Path, **kwargs: Any):
     """run_sync against a test service (today's snapshot), on an ephemeral Dagster instance, no rich display."""
     import dagster as dg
 
-    from pipelines.sync import run_sync
+    from pipelines.cli.sync import run_sync
 
     kwargs.setdefault("progress", False)
     kwargs.setdefault("enrich_details_limit", 0)

@@ -36,7 +36,7 @@ def _closed_port() -> int:
 
 
 def test_a_cli_sync_is_recorded_in_the_dagster_home_the_ui_opens(make_service, tmp_path):
-    from pipelines.dagster_home import prepare_home
+    from pipelines.cli.dagster_home import prepare_home
     from resources.settings import load_settings
 
     service = make_service(kols=30, campaigns=2, products=2, signals=3)

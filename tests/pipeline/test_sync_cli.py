@@ -65,7 +65,7 @@ def test_the_progress_display_shows_pages_per_walk_and_details(make_service, tmp
 
     from rich.console import Console
 
-    from pipelines.progress_display import RichProgress
+    from pipelines.cli.progress_display import RichProgress
     from tests.pipeline.sync_support import sync
 
     service = make_service(kols=250, campaigns=2, products=2, signals=2)

@@ -100,7 +100,7 @@ def test_the_service_delivers_every_event_once_through_a_secret_rotation(stack, 
 
 
 def test_commops_webhooks_commands_against_the_real_service(stack, monkeypatch) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.commops import main
 
     service, rx = stack
     data_dir = str(rx.settings.data_dir)
@@ -134,7 +134,7 @@ def test_commops_webhooks_commands_against_the_real_service(stack, monkeypatch) 
 
 
 def test_commops_webhooks_errors_are_one_line_and_name_the_cause(stack, monkeypatch) -> None:
-    from pipelines.cli import main
+    from pipelines.cli.commops import main
     from service import admin
 
     service, rx = stack

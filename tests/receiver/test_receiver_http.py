@@ -240,7 +240,7 @@ def _port_in_use() -> socket.socket:
 def test_cli_reports_a_taken_port_in_one_line(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from pipelines.cli import main
+    from pipelines.cli.commops import main
 
     taken = _port_in_use()
     try:
@@ -256,7 +256,7 @@ def test_cli_reports_a_taken_port_in_one_line(tmp_path: Path) -> None:
 def test_cli_reports_an_unwritable_data_dir_in_one_line(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from pipelines.cli import main
+    from pipelines.cli.commops import main
 
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the data dir should be")

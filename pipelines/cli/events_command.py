@@ -13,12 +13,12 @@ import click
 import dagster as dg
 
 from assets.webhook_events import APPLY_STEP, BATCH_LIMIT
-from pipelines.command_checks import check_writable
-from pipelines.dagster_home import dagster_instance
+from pipelines.cli.command_checks import check_writable
+from pipelines.cli.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
-from pipelines.in_process import QUIET_CONSOLE, failure_message, metadata_value
-from pipelines.sync import SyncError
+from pipelines.cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from pipelines.cli.sync import SyncError
 from resources.inbox import InboxResource
 from resources.settings import API_KEY_ENV, SettingsError, load_settings, require_api_key
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from pipelines.command_checks import require_free_port, writable_data_dir
-from pipelines.dagster_home import prepare_home
-from pipelines.sync_command import run_and_report
+from pipelines.cli.command_checks import require_free_port, writable_data_dir
+from pipelines.cli.dagster_home import prepare_home
+from pipelines.cli.sync_command import run_and_report
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, DATA_DIR_ENV, load_settings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @click.command("demo")
@@ -27,9 +27,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
     """Seed and start the local service, run the full nightly sync against it, reconcile its KOLs with a
     local Salesforce stand-in, show where the data and the reconciliation report are."""
-    from pipelines.crm_command import reconcile_and_report
-    from pipelines.crm_sandbox import start_sandbox
-    from pipelines.local_service import ensure_seeded, start_local_service
+    from pipelines.cli.crm_command import reconcile_and_report
+    from pipelines.cli.crm_sandbox import start_sandbox
+    from pipelines.cli.local_service import ensure_seeded, start_local_service
 
     console = Console(width=None if sys.stdout.isatty() else 160)
     data = writable_data_dir("demo", data_dir)
@@ -80,7 +80,7 @@ def ui(data_dir: str | None, port: int, service_port: int) -> None:
     env = dict(os.environ, COMMOPS_DATA_DIR=str(data))
     server = None
     if not os.environ.get(BASE_URL_ENV):
-        from pipelines.local_service import ensure_seeded, start_local_service
+        from pipelines.cli.local_service import ensure_seeded, start_local_service
 
         require_free_port("ui", service_port, "--service-port")
         db_path, credentials = ensure_seeded(data, echo=click.echo)

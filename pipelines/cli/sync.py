@@ -20,10 +20,10 @@ import dagster as dg
 
 from assets import snapshot_date as dates
 from assets.progress import ProgressReporter
-from pipelines.command_checks import check_writable
-from pipelines.dagster_home import dagster_instance
+from pipelines.cli.command_checks import check_writable
+from pipelines.cli.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
-from pipelines.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from pipelines.cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.settings import API_KEY_ENV, TIMEZONE_ENV, Settings, load_settings, require_api_key
 
@@ -124,7 +124,7 @@ def run_sync(
     if isinstance(progress, ProgressReporter):
         reporter, display = progress, nullcontext()
     elif progress:
-        from pipelines.progress_display import RichProgress
+        from pipelines.cli.progress_display import RichProgress
 
         reporter = display = RichProgress()
     else:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pipelines.dagster_home import REPO_CONFIG
+from pipelines.cli.dagster_home import REPO_CONFIG
 
 REPO = REPO_CONFIG.parent
 
