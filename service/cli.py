@@ -10,10 +10,8 @@ and exit 1.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -63,24 +61,6 @@ def _open_db(db: Path) -> None:
         _fail(f"cannot open database {db}: {exc}")
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        _fail(f"cannot resolve host {host}: {exc.strerror}")
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            _fail(f"port {port} on {host} is in use")
-        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    return sock
-
-
 @click.group()
 def service() -> None:
     """Run and administer the local Commercial Operations Service."""
@@ -100,9 +80,9 @@ def service() -> None:
 @click.option("--fault-slow-seconds", type=float, default=None)
 def run(db: Path, host: str, port: int, no_rate_limits: bool, extra_fields: bool, simulate_per_second: float | None,
         fault_seed: int | None, faults: tuple[str, ...], fault_slow_seconds: float | None) -> None:
-    """Serve the API until interrupted (settings also from COMMOPS_SERVICE_* variables)."""
-    import uvicorn
-
+    """Serve the API until interrupted: Ctrl-C or SIGTERM (settings also from COMMOPS_SERVICE_* variables)."""
+    from http_serving.server import serve
+    from http_serving.sockets import BindError, bind
     from service.app import create_app
     from service.settings import ServiceSettings
 
@@ -127,13 +107,12 @@ def run(db: Path, host: str, port: int, no_rate_limits: bool, extra_fields: bool
             raise click.BadParameter(f"rate of {spec!r} must be a number", param_hint="--fault") from None
     settings = ServiceSettings(**overrides)
     _open_db(db)
-    sock = _bind(host, port)
-    click.echo(f"Serving http://{host}:{sock.getsockname()[1]}/v1 from {db}", err=True)
-    config = uvicorn.Config(create_app(settings), log_level="info", access_log=False)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
-    finally:
-        sock.close()
+        sock = bind(host, port)
+    except BindError as exc:
+        _fail(str(exc))
+    click.echo(f"Serving http://{host}:{sock.getsockname()[1]}/v1 from {db}", err=True)
+    serve(create_app(settings), sock, log_level="info")
 
 
 @service.command("create-org")

@@ -44,11 +44,11 @@ def receiver() -> None:
 @_data_dir_option
 @click.option("--max-body-bytes", type=int, help="Body cap, 413 above (default: $COMMOPS_WEBHOOK_MAX_BODY_BYTES or 16 MiB).")
 def run(host: str, port: int, data_dir: str | None, max_body_bytes: int | None) -> None:
-    """Receive signed deliveries on POST /webhooks/commops until Ctrl-C."""
-    import uvicorn
-
+    """Receive signed deliveries on POST /webhooks/commops until Ctrl-C (or SIGTERM)."""
+    from http_serving.server import serve
+    from http_serving.sockets import BindError, bind
     from webhook_receiver.app import HEALTH_PATH, WEBHOOK_PATH
-    from webhook_receiver.server import ReceiverStartError, bind, open_app
+    from webhook_receiver.server import ReceiverStartError, open_app
 
     settings = _settings(data_dir, max_body_bytes)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -57,6 +57,8 @@ def run(host: str, port: int, data_dir: str | None, max_body_bytes: int | None) 
         sock = bind(host, port)
     except ReceiverStartError as exc:
         raise click.ClickException(str(exc)) from None
+    except BindError as exc:
+        raise click.ClickException(f"{exc}: choose another with --port" if exc.in_use else str(exc)) from None
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"Receiving on http://{shown}:{sock.getsockname()[1]}{WEBHOOK_PATH} (health: {HEALTH_PATH})", err=True)
     click.echo(f"Inbox: {settings.inbox_path}", err=True)
@@ -65,8 +67,7 @@ def run(host: str, port: int, data_dir: str | None, max_body_bytes: int | None) 
     if not settings.secrets and not settings.secrets_file.exists():
         click.echo("Warning: no secret configured yet: every delivery gets 401 until `commops webhooks register` "
                    "or COMMOPS_WEBHOOK_SECRETS provides one", err=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
-    uvicorn.Server(config).run(sockets=[sock])
+    serve(app, sock)
 
 
 # ---------------------------------------------------------------- commops webhooks

@@ -249,7 +249,7 @@ def test_cli_reports_a_taken_port_in_one_line(tmp_path: Path) -> None:
     finally:
         taken.close()
     assert result.exit_code == 1
-    assert "already in use" in result.output and "Traceback" not in result.output
+    assert "is in use" in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 
