@@ -1,7 +1,8 @@
 """The receiver's ASGI app (Starlette): POST /webhooks/commops and GET /healthz.
 
 A delivery is answered, in this order:
-- 413 when Content-Length or the bytes read exceed the body cap (reading stops there);
+- 413 when Content-Length or the bytes read exceed the body cap (nothing more is buffered; the
+  rest of a body up to twice the cap is discarded, so clients that send before they read see it);
 - 401 when `x-service-signature` is missing, not 64 lower-case hex characters, or matches
   none of the configured secrets;
 - 400 when the body is not a JSON object with id, event, created_at and data;
@@ -18,11 +19,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
+from http_serving.lingering import LingeringClose
 from webhook_receiver.committer import GroupCommitter, InboxUnavailable
 from webhook_receiver.envelope import InvalidEnvelope, parse_envelope
 from webhook_receiver.inbox import Inbox
@@ -83,7 +86,7 @@ def create_app(
             return Response(status_code=400)
         if body is None:
             too_large = _error(413, "payload_too_large", f"bodies above {cap} bytes are refused")
-            too_large.headers["connection"] = "close"  # uvicorn then closes instead of draining the rest
+            too_large.headers["connection"] = "close"  # closed once LingeringClose has drained what it may
             return too_large
         if not verify(body, _signature_header(request), ring.current()):
             client = request.client.host if request.client else "?"
@@ -119,5 +122,7 @@ def create_app(
             Route(WEBHOOK_PATH, receive_event, methods=["POST"]),
             Route(HEALTH_PATH, health, methods=["GET"]),
         ],
+        # A 413 sent before a body of up to twice the cap was read drains the rest: every client reads it.
+        middleware=[Middleware(LingeringClose, drain_up_to=2 * cap)],
         lifespan=lifespan,
     )

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
+from tests.python_clients import CLIENTS, post_with
 from tests.receiver.conftest import SECRET, body_of, envelope, post_signed, signed_headers, wait_until
 from webhook_receiver.inbox import Inbox
 from webhook_receiver.signatures import sign
@@ -145,6 +146,17 @@ def test_a_body_above_the_cap_is_413(make_receiver, client) -> None:
     small = envelope()
     assert len(body_of(small)) < 1024
     assert post_signed(client, rx.url, small).status_code == 200
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_python_client_sending_a_body_over_the_cap_reads_the_413(make_receiver, client) -> None:
+    """4 MB, more than the sockets buffer: undrained, the connection resets under the client's send."""
+    rx = make_receiver(webhook_max_body_bytes=2 * 1024 * 1024)
+    body = body_of(envelope(padding="x" * 4_000_000))
+    status, answer = post_with(client, rx.url, body, signed_headers(SECRET, body))
+    assert status == 413
+    assert answer["error"]["code"] == "payload_too_large"
+    assert inbox_of(rx).counts()["total"] == 0
 
 
 def test_a_streamed_body_without_length_is_cut_at_the_cap(make_receiver) -> None:
