@@ -27,7 +27,8 @@ class SettingsError(RuntimeError):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    # An empty variable counts as unset: `COMMOPS_DATA_DIR=` means ./data, not the current directory.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True)
 
     base_url: str | None = Field(default=None, description="Service address including /v1 (COMMOPS_BASE_URL).")
     data_dir: Path = Field(default=Path("./data"), description="Lake, warehouse, analytics copy, Dagster home.")

@@ -19,7 +19,7 @@ class ReceiverSettings(BaseSettings):
     """COMMOPS_WEBHOOK_SECRETS (comma-separated), COMMOPS_DATA_DIR (default ./data),
     COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB)."""
 
-    model_config = SettingsConfigDict(env_prefix="COMMOPS_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="COMMOPS_", extra="ignore", env_ignore_empty=True)
 
     webhook_secrets: SecretStr = Field(SecretStr(""), description="signing secrets, comma-separated")
     data_dir: Path = Path("./data")

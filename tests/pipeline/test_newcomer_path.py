@@ -14,11 +14,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _commops(*args: str, env_overrides: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+def _commops(*args: str, env_overrides: dict[str, str] | None = None, timeout: float = 180,
+             cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
-    env.update(env_overrides or {})
+    env.update(env_overrides or {}, PYTHONPATH=str(REPO))
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+                          timeout=timeout, cwd=cwd)
 
 
 def _one_line(result: subprocess.CompletedProcess, exit_code: int) -> str:
@@ -97,6 +98,22 @@ def test_demo_with_a_data_dir_it_cannot_write_says_so_in_one_line(tmp_path):
     blocker.write_text("not a directory")
     line = _one_line(_commops("demo", "--data-dir", str(blocker / "data")), 1)
     assert line.startswith(f"commops demo failed: cannot write to the data directory {blocker / 'data'}: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "written"),
+    [(("events", "status"), "inbox"), (("receiver", "run", "--port", "{port}"), "inbox"),
+     (("service", "run", "--port", "{port}"), "service")],
+    ids=["pipeline", "receiver", "service"],
+)
+def test_an_empty_commops_data_dir_means_the_default_data_directory_not_the_current_one(tmp_path, args, written):
+    with socket.socket() as taken:  # the servers stop at their port, after opening the data directory
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        _commops(*(arg.format(port=port) for arg in args), env_overrides={"COMMOPS_DATA_DIR": ""}, cwd=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+    assert (tmp_path / "data" / written).is_dir()
 
 
 @pytest.mark.parametrize("command", ["ui", "demo"])
