@@ -9,7 +9,8 @@ A delivery is answered, in this order:
 - 503 when the inbox commit fails (the service retries);
 - 200 once the event is committed durably to the inbox, also for an id already stored
   (`"duplicate": true`, stored once). Unknown event names are stored with known_event=0.
-Secrets and signatures are never logged.
+Accepted deliveries and reloads of the secrets file are logged as counts; secrets, signatures and
+bodies never are.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from starlette.routing import Route
 from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
 from http_serving.lingering import LingeringClose
 from webhook_receiver.committer import GroupCommitter, InboxUnavailable
+from webhook_receiver.delivery_log import DeliveryLog
 from webhook_receiver.envelope import InvalidEnvelope, parse_envelope
 from webhook_receiver.inbox import Inbox
 from webhook_receiver.settings import ReceiverSettings
@@ -78,6 +80,7 @@ def create_app(
     ring = secrets or SecretRing(settings.secrets, settings.secrets_file)
     writer = committer or GroupCommitter(Inbox(settings.inbox_path))
     cap = settings.webhook_max_body_bytes
+    accepted = DeliveryLog()
 
     async def receive_event(request: Request) -> Response:
         try:
@@ -100,6 +103,7 @@ def create_app(
             new = await writer.submit(body, envelope)
         except InboxUnavailable:
             return _error(503, "inbox_unavailable", "the event could not be stored; retry later")
+        accepted.accepted(stored=new)
         return JSONResponse({"id": envelope["id"], "duplicate": not new})
 
     async def health(request: Request) -> Response:
@@ -116,6 +120,7 @@ def create_app(
             yield
         finally:
             writer.stop()
+            accepted.flush()
 
     return Starlette(
         routes=[

@@ -48,6 +48,12 @@ def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
             os.environ.update(sandbox.env)  # the CRM resource reads its secrets as dg.EnvVar
             reconcile_and_report("demo", data_dir=data)
             if not serve:
+                console.print(
+                    f"The local service ({server.base_url}) and the Salesforce stand-in ({sandbox.standin.url}) stop "
+                    "with the demo: those addresses answer no more. To keep the service up: .venv/bin/commops demo "
+                    "--serve; to browse the runs, schedules and sensors on this data: .venv/bin/commops ui",
+                    soft_wrap=True,
+                )
                 return
             console.print(
                 f"The local service stays up at {server.base_url} (Ctrl-C stops it). From another shell:\n"

@@ -47,6 +47,8 @@ def test_demo_syncs_the_seeded_local_service_and_a_second_run_reuses_it(tmp_path
     assert first.returncode == 0, first.stderr[-2000:]
     assert "Seeding the local service" in first.stdout
     assert "analytics.duckdb" in first.stdout
+    closing = first.stdout.strip().splitlines()[-1]  # its addresses are dead once it exits: says so, and what to run
+    assert "answer no more" in closing and "commops demo --serve" in closing and "commops ui" in closing
 
     report = tmp_path / "reports" / "reconciliation" / "latest.html"
     assert report.is_file()
