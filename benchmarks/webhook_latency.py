@@ -37,7 +37,7 @@ from tests.pipeline.sync_support import sync  # noqa: E402
 from tests.service.webhook_support import free_port  # noqa: E402
 from webhook_receiver.server import ReceiverServer  # noqa: E402
 from webhook_receiver.settings import ReceiverSettings  # noqa: E402
-from webhook_receiver.subscriptions import Subscriptions  # noqa: E402
+from pipelines.cli.webhook_subscriptions import Subscriptions  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -14,8 +14,9 @@ from pipelines.cli.crm_command import crm, reconcile
 from pipelines.cli.events_command import events
 from pipelines.cli.local_commands import demo, ui
 from pipelines.cli.sync_command import sync
+from pipelines.cli.webhooks_command import webhooks
 from service.cli import service
-from webhook_receiver.cli import receiver, webhooks
+from webhook_receiver.cli import receiver
 
 
 class OneLineErrors(click.Group):

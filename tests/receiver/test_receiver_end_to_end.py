@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pipelines.cli.webhook_subscriptions import Subscriptions
 from tests.receiver.conftest import wait_until
 from tests.service.webhook_support import webhook_service
 from webhook_receiver.inbox import Inbox
 from webhook_receiver.server import ReceiverServer
 from webhook_receiver.settings import ReceiverSettings
 from webhook_receiver.signatures import read_secrets_file
-from webhook_receiver.subscriptions import Subscriptions
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from tests.python_clients import CLIENTS, post_with
 from tests.receiver.conftest import SECRET, body_of, envelope, post_signed, signed_headers, wait_until
 from webhook_receiver.inbox import Inbox
 from webhook_receiver.signatures import sign
-from webhook_receiver.subscriptions import forget_secret, store_secret
+from webhook_receiver.secrets_file import forget_secret, store_secret
 
 
 def inbox_of(rx) -> Inbox:
