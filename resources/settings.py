@@ -57,17 +57,24 @@ class Settings(BaseSettings):
         return self.data_dir / "dagster_home"
 
     def require_base_url(self) -> str:
-        """The service address, checked: set, http(s), ending in the version segment /v1."""
-        if not self.base_url:
-            raise SettingsError(f"{BASE_URL_ENV} is not set: export {BASE_URL_ENV}=... (see README)")
-        url = self.base_url.rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise SettingsError(f"{BASE_URL_ENV}={self.base_url!r} is not an http(s) address")
-        if not url.endswith("/v1"):
-            raise SettingsError(
-                f"{BASE_URL_ENV}={self.base_url} lacks the version segment: the address includes /v1 (e.g. {url}/v1)"
-            )
-        return url
+        """The service address, checked (`checked_base_url`)."""
+        return checked_base_url(self.base_url)
+
+
+def checked_base_url(base_url: str | None) -> str:
+    """The service address, checked: set, http(s), ending in the version segment /v1 (without a
+    trailing /); SettingsError naming COMMOPS_BASE_URL otherwise. The commands check it before any
+    work; the API resource checks it again as a run starts, which is all a `dagster dev` run gets."""
+    if not base_url:
+        raise SettingsError(f"{BASE_URL_ENV} is not set: export {BASE_URL_ENV}=... (see README)")
+    url = base_url.rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise SettingsError(f"{BASE_URL_ENV}={base_url!r} is not an http(s) address")
+    if not url.endswith("/v1"):
+        raise SettingsError(
+            f"{BASE_URL_ENV}={base_url} lacks the version segment: the address includes /v1 (e.g. {url}/v1)"
+        )
+    return url
 
 
 def load_settings(**overrides: object) -> Settings:

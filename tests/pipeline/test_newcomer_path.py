@@ -74,6 +74,21 @@ def test_a_base_url_without_v1_is_refused_naming_the_fix(tmp_path):
                     "the address includes /v1 (e.g. http://127.0.0.1:9/v1)")
 
 
+def test_under_dagster_dev_a_base_url_without_v1_fails_the_run_with_the_same_line(tmp_path, monkeypatch):
+    """The code location reads COMMOPS_BASE_URL at run time (no CLI check before): the resource checks it."""
+    from pipelines.cli.in_process import failure_message
+    from pipelines.definitions import defs
+
+    monkeypatch.setenv("COMMOPS_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("COMMOPS_API_KEY", "x")
+    monkeypatch.setenv("COMMOPS_DATA_DIR", str(tmp_path))
+    job = defs().resolve_job_def("nightly_sync")
+    result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    assert not result.success
+    assert failure_message(result) == ("COMMOPS_BASE_URL=http://127.0.0.1:9 lacks the version segment: "
+                                       "the address includes /v1 (e.g. http://127.0.0.1:9/v1)")
+
+
 def test_an_invalid_option_is_refused_before_any_work(tmp_path):
     data_dir = tmp_path / "data"
     line = _one_line(_commops("sync", "--data-dir", str(data_dir), "--enrich-limit", "-5",
