@@ -112,7 +112,7 @@ def run_sync(
     when given, must be today's date. The API key is read from the environment variable
     `api_key_env` by the resource itself (a dg.EnvVar), so it never enters Dagster's storage.
     Without `instance`, the run is recorded in the Dagster home the UI reads (`commops ui`)."""
-    settings = load_settings(base_url=base_url, data_dir=data_dir, enrich_details_limit=enrich_details_limit)
+    settings = load_settings(base_url=base_url, data_dir=data_dir)
     settings = settings.model_copy(update={"base_url": settings.require_base_url()})
     require_api_key(api_key_env)
     check_snapshot_date(snapshot_date)
@@ -133,10 +133,11 @@ def run_sync(
     resources = build_resources(settings, api_key_env=api_key_env, progress=reporter, max_concurrency=max_concurrency)
     job = make_definitions(settings, resources).resolve_job_def(NIGHTLY_SYNC)
     with nullcontext(instance) if instance is not None else dagster_instance(settings) as instance:
-        return _execute(job, instance, settings, display)
+        return _execute(job, instance, settings, display, enrich_details_limit)
 
 
-def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Settings, display: Any) -> SyncSummary:
+def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Settings, display: Any,
+             enrich_details_limit: int | None) -> SyncSummary:
     started = datetime.now()
     # Dagster's console log is silenced (a failed step would print a traceback wall); the
     # display, the summary and SyncError say what happened, the pipeline's own notices
@@ -151,7 +152,10 @@ def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Sett
                 instance=instance,
                 raise_on_error=False,
                 run_config={
-                    "ops": {KOL_DETAILS_OP: {"config": {"limit": settings.enrich_details_limit}}},
+                    # Only an explicit limit is run config; otherwise kol_details reads COMMOPS_ENRICH_DETAILS_LIMIT
+                    # itself, as it does in a scheduled run: one path for the setting.
+                    **({"ops": {KOL_DETAILS_OP: {"config": {"limit": enrich_details_limit}}}}
+                       if enrich_details_limit is not None else {}),
                     **QUIET_CONSOLE,
                 },
             )
