@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-EXTRA_COLUMN = "_extra"
+from assets.schemas import EXTRA_COLUMN
 
 
 def _stringly(type_: pa.DataType) -> pa.DataType:

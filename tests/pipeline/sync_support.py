@@ -15,8 +15,7 @@ import httpx
 import pyarrow as pa
 
 from assets.catalog import CATALOG, ResourceSpec
-from assets.records import EXTRA_COLUMN
-from assets.schemas import FETCHED_AT
+from assets.schemas import EXTRA_COLUMN, FETCHED_AT
 from resources.settings import API_KEY_ENV
 
 LOAD_COLUMNS = ("_snapshot_date", "_loaded_at", FETCHED_AT)  # when the sync read and wrote a row
