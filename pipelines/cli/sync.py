@@ -25,7 +25,9 @@ from pipelines.cli.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
 from pipelines.jobs import NIGHTLY_SYNC
+from resources.lake import LAKE_DIR
 from resources.settings import API_KEY_ENV, TIMEZONE_ENV, Settings, load_settings, require_api_key
+from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE
 
 KOL_DETAILS_OP = "warehouse__kol_details"
 
@@ -64,15 +66,15 @@ class SyncSummary:
 
     @property
     def warehouse_path(self) -> Path:
-        return self.data_dir / "warehouse.duckdb"
+        return self.data_dir / WAREHOUSE_FILE
 
     @property
     def analytics_path(self) -> Path:
-        return self.data_dir / "analytics.duckdb"
+        return self.data_dir / ANALYTICS_FILE
 
     @property
     def lake_path(self) -> Path:
-        return self.data_dir / "lake"
+        return self.data_dir / LAKE_DIR
 
     def asset(self, name: str) -> AssetSummary:
         return next(a for a in self.assets if a.asset == name)
