@@ -6,7 +6,7 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from resources.commops_api import ApiClient
-from resources.settings import API_KEY_ENV, SettingsError, checked_base_url
+from resources.settings import API_KEY_ENV, SettingsError, checked_base_url, not_set
 
 
 class CommopsApiResource(dg.ConfigurableResource):
@@ -44,7 +44,7 @@ class CommopsApiResource(dg.ConfigurableResource):
         try:
             base_url = checked_base_url(self.base_url)
             if not self.api_key:
-                raise SettingsError(f"{self.api_key_env} is not set: export {self.api_key_env}=... (see README)")
+                raise not_set(self.api_key_env)
         except SettingsError as error:
             raise dg.Failure(str(error)) from None
         return ApiClient(
