@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from commops_spec.timestamps import UnreadableTimestamp, format_timestamp, parse_timestamp
 
-EXTRA_COLUMN = "_extra"
+from assets.schemas import EXTRA_COLUMN
 
 
 def _stringly(type_: pa.DataType) -> pa.DataType:

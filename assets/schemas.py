@@ -17,10 +17,16 @@ def field(name: str, type_: pa.DataType, description: str) -> pa.Field:
     return pa.field(name, type_, nullable=True, metadata={"description": description})
 
 
-EXTRA = field(
-    "_extra",
+EXTRA_COLUMN = "_extra"
+EXTRA = pa.field(
+    EXTRA_COLUMN,
     pa.string(),
-    "JSON object of fields the API returned that this schema does not know (top-level and nested); NULL when none",
+    nullable=True,
+    metadata={
+        "description": "JSON object of fields the API returned that this schema does not know (top-level and "
+        "nested); NULL when none",
+        "json": "true",  # a JSON column in the warehouse
+    },
 )
 
 FETCHED_AT = "_fetched_at"

@@ -67,7 +67,7 @@ SYNC = """
 import json, os, sys, time
 import dagster as dg
 from benchmarks.memory import own_peak_rss_mb
-from pipelines.sync import run_sync
+from pipelines.cli.sync import run_sync
 base_url, key, data_dir, enrich, concurrency = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 os.environ["COMMOPS_API_KEY"] = key  # the resource reads it as a dg.EnvVar
 started = time.perf_counter()

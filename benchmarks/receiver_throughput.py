@@ -46,17 +46,17 @@ class _NullCommitter:
 
 
 def _serve(kind: str, port: int, data_dir: str, ready) -> None:
-    import uvicorn
-
+    from http_serving.server import serve
+    from http_serving.sockets import bind
     from webhook_receiver.app import create_app
-    from webhook_receiver.server import bind, open_app
+    from webhook_receiver.server import open_app
     from webhook_receiver.settings import ReceiverSettings
 
     settings = ReceiverSettings(webhook_secrets=SECRET, data_dir=Path(data_dir))
     app = open_app(settings) if kind == "inbox" else create_app(settings, committer=_NullCommitter())
     sock = bind("127.0.0.1", port)
     ready.set()
-    uvicorn.Server(uvicorn.Config(app, log_level="error", access_log=False)).run(sockets=[sock])
+    serve(app, sock, log_level="error")
 
 
 def _events(count: int) -> list[bytes]:

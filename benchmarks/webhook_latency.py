@@ -28,16 +28,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import dagster as dg  # noqa: E402
 import duckdb  # noqa: E402
 
 from commops_spec.constants import EVENTS, KOL_TIERS  # noqa: E402
-from pipelines.daemon_process import running_daemon  # noqa: E402
-from tests.pipeline.conftest import start_service  # noqa: E402
-from tests.pipeline.sync_support import sync  # noqa: E402
-from tests.service.webhook_support import free_port  # noqa: E402
+from http_serving.sockets import free_port  # noqa: E402
+from pipelines.cli.daemon_process import running_daemon  # noqa: E402
+from pipelines.cli.sync import run_sync  # noqa: E402
+from pipelines.cli.webhook_subscriptions import Subscriptions  # noqa: E402
+from service.local import LocalService, create_local_service  # noqa: E402
 from webhook_receiver.server import ReceiverServer  # noqa: E402
 from webhook_receiver.settings import ReceiverSettings  # noqa: E402
-from webhook_receiver.subscriptions import Subscriptions  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -56,18 +57,26 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="webhook-latency-") as tmp:
         root = Path(tmp)
-        service = start_service(
-            root, kols=args.kols, products=20, webhook_allow_private=True, webhook_smtp_port=free_port()
+        service = create_local_service(
+            root / "service.db", org_name="Benchmark Medical Devices", kols=args.kols, products=20, start=True,
+            # rate limits off, and a 1 s window so the (still counted) X-RateLimit-Remaining never slows the
+            # sync: the latency is the pipeline's; deliveries to the loopback receiver allowed; failure
+            # e-mails to a port where nothing listens
+            settings={"rate_limits_enabled": False, "rate_window_seconds": 1, "webhook_allow_private": True,
+                      "webhook_smtp_port": free_port()},
         )
+        base_url = service.server.base_url
         data_dir = root / "data"
         receiver = ReceiverServer(ReceiverSettings(webhook_secrets="", data_dir=data_dir)).start()
+        env = {"COMMOPS_BASE_URL": base_url, "COMMOPS_API_KEY": service.api_key, "COMMOPS_DATA_DIR": str(data_dir)}
+        os.environ["COMMOPS_API_KEY"] = service.api_key  # the in-process sync's resource reads it (a dg.EnvVar)
         try:
             started = time.monotonic()
-            sync(service, data_dir, enrich_details_limit=0)
+            run_sync(base_url=base_url, data_dir=data_dir, progress=False, enrich_details_limit=0,
+                     instance=dg.DagsterInstance.ephemeral())
             print(f"nightly sync of {args.kols} KOLs: {time.monotonic() - started:.1f} s")
-            with Subscriptions(service.base_url, service.api_key) as subscriptions:
+            with Subscriptions(base_url, service.api_key) as subscriptions:
                 subscriptions.register(receiver.url, list(EVENTS), receiver.settings.secrets_file)
-            env = {"COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key, "COMMOPS_DATA_DIR": str(data_dir)}
             with running_daemon(root / "dagster_home", env, root / "daemon.log"):
                 latencies = measure(service, data_dir / "analytics.duckdb", args)
         finally:
@@ -81,10 +90,10 @@ def main() -> None:
         )
 
 
-def measure(service, analytics: Path, args) -> list[float]:
+def measure(service: LocalService, analytics: Path, args) -> list[float]:
     from service.store import db, kols
 
-    conn = service.connect()
+    conn = db.connect(service.db_path)
     ids = [row[0] for row in conn.execute("SELECT id FROM kols WHERE is_archived = 0 ORDER BY id LIMIT ?", (args.changes,))]
     expected: dict[str, tuple[str, float]] = {}  # kol id -> (new tier, time of the commit)
     seen: dict[str, float] = {}

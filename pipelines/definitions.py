@@ -51,6 +51,7 @@ def build_resources(
         "api": CommopsApiResource(
             base_url=settings.base_url or dg.EnvVar(BASE_URL_ENV),
             api_key=dg.EnvVar(api_key_env),
+            api_key_env=api_key_env,
             max_concurrency=max_concurrency,
         ),
         "lake": LakeResource(data_dir=data_dir),

@@ -28,8 +28,13 @@ class SettingsError(RuntimeError):
     """A setting is missing or invalid; the message names its environment variable and what to do."""
 
 
+def not_set(name: str) -> SettingsError:
+    return SettingsError(f"{name} is not set: export {name}=... (see README)")
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    # An empty variable counts as unset: `COMMOPS_DATA_DIR=` means ./data, not the current directory.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True)
 
     base_url: str | None = Field(default=None, description="Service address including /v1 (COMMOPS_BASE_URL).")
     data_dir: Path = Field(default=Path("./data"), description="Lake, warehouse, analytics copy, Dagster home.")
@@ -61,17 +66,24 @@ class Settings(BaseSettings):
         return self.data_dir / "dagster_home"
 
     def require_base_url(self) -> str:
-        """The service address, checked: set, http(s), ending in the version segment /v1."""
-        if not self.base_url:
-            raise SettingsError(f"{BASE_URL_ENV} is not set: export {BASE_URL_ENV}=... (see README)")
-        url = self.base_url.rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise SettingsError(f"{BASE_URL_ENV}={self.base_url!r} is not an http(s) address")
-        if not url.endswith("/v1"):
-            raise SettingsError(
-                f"{BASE_URL_ENV}={self.base_url} lacks the version segment: the address includes /v1 (e.g. {url}/v1)"
-            )
-        return url
+        """The service address, checked (`checked_base_url`)."""
+        return checked_base_url(self.base_url)
+
+
+def checked_base_url(base_url: str | None) -> str:
+    """The service address, checked: set, http(s), ending in the version segment /v1 (without a
+    trailing /); SettingsError naming COMMOPS_BASE_URL otherwise. The commands check it before any
+    work; the API resource checks it again as a run starts, which is all a `dagster dev` run gets."""
+    if not base_url:
+        raise not_set(BASE_URL_ENV)
+    url = base_url.rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise SettingsError(f"{BASE_URL_ENV}={base_url!r} is not an http(s) address")
+    if not url.endswith("/v1"):
+        raise SettingsError(
+            f"{BASE_URL_ENV}={base_url} lacks the version segment: the address includes /v1 (e.g. {url}/v1)"
+        )
+    return url
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -88,4 +100,4 @@ def load_settings(**overrides: object) -> Settings:
 def require_api_key(env_name: str = API_KEY_ENV) -> None:
     """Check the key is set (its value is only ever read by the API resource, as a dg.EnvVar)."""
     if not os.environ.get(env_name):
-        raise SettingsError(f"{env_name} is not set: export {env_name}=... (see README)")
+        raise not_set(env_name)

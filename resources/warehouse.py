@@ -33,7 +33,6 @@ from resources.sql import sql_literal
 WAREHOUSE_FILE = "warehouse.duckdb"
 ANALYTICS_FILE = "analytics.duckdb"
 LOCK_FILE = "warehouse.lock"
-EXTRA_COLUMN = "_extra"  # JSON of fields the schema does not know
 LOAD_COLUMNS = (
     ("_snapshot_date", "DATE", "Snapshot date (the day the run read it) of the snapshot the row was last loaded from"),
     ("_loaded_at", "TIMESTAMPTZ", "Time the sync wrote this version of the row (UTC)"),
@@ -89,8 +88,8 @@ def duckdb_type(type_: pa.DataType) -> str:
 
 
 def column_type(field: pa.Field) -> str:
-    """DuckDB type of a schema field: `_extra` and fields marked {"json": "true"} are JSON text."""
-    is_json = field.name == EXTRA_COLUMN or (field.metadata or {}).get(b"json") == b"true"
+    """DuckDB type of a schema field: fields marked {"json": "true"} (`_extra`, ...) are JSON text."""
+    is_json = (field.metadata or {}).get(b"json") == b"true"
     return "JSON" if is_json else duckdb_type(field.type)
 
 
@@ -116,7 +115,7 @@ class WarehouseSession:
             for name, type_ in wanted.items():
                 if name not in existing:
                     self.conn.execute(f'ALTER TABLE {spec.table} ADD COLUMN "{name}" {type_}')
-                elif name == EXTRA_COLUMN and existing[name] != "JSON":  # tables made before _extra was JSON
+                elif type_ == "JSON" and existing[name] != "JSON":  # tables made before _extra was JSON
                     self.conn.execute(f'ALTER TABLE {spec.table} ALTER COLUMN "{name}" TYPE JSON')
         for child in spec.children:
             wanted = [(name, type_) for name, type_, _ in child.columns] + [(name, type_) for name, type_, _ in LOAD_COLUMNS]

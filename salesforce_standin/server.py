@@ -2,52 +2,41 @@
 
 The certificate comes from a CA generated at start with trustme; its PEM is written to
 `ca_bundle_path` in the directory the caller gives, so a client trusts the stand-in only when
-told to (SALESFORCE_CA_BUNDLE), never through the system store. Like service/server.py, the
-socket is bound before uvicorn starts (port 0: a free port), so .url is known at once.
+told to (SALESFORCE_CA_BUNDLE), never through the system store. http_serving binds the socket
+before uvicorn starts (port 0: a free port), so .url is known at once.
 """
 
 from __future__ import annotations
 
-import socket
 import ssl
-import threading
-import time
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
 import httpx
 import trustme
-import uvicorn
 
+from http_serving.server import ThreadedServer
 from salesforce_standin.app import Org, OrgConfig, create_app
 from salesforce_standin.store import ContactStore, format_datetime
 
 
-class SalesforceStandIn:
+class SalesforceStandIn(ThreadedServer):
     """`with SalesforceStandIn(tmp_path, username=..., password=..., security_token=...) as sf: sf.login_url`."""
+
+    name = "Salesforce stand-in"
+    scheme = "https"
 
     def __init__(self, directory: str | Path, username: str = "integration@example.com", password: str = "stand-in-password",
                  security_token: str = "TOKEN", session_ttl_seconds: float = 7_200, request_limit: int = 1_000_000,
                  external_id_field: str | None = "KOL_Id__c", custom_fields: Iterable[str] = ("Specialty__c", "Tier__c"),
                  host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
+        super().__init__(host, port, log_level=log_level, timeout_graceful_shutdown=0.5)
         self.directory = Path(directory)
-        self.host = host
-        self._requested_port = port
-        self.log_level = log_level
         self.store = ContactStore(external_id_field=external_id_field, custom_fields=custom_fields)
         self.org = Org(OrgConfig(username, password, security_token, session_ttl_seconds, request_limit), self.store)
-        self.port: int | None = None
         self.ca_bundle_path = self.directory / "salesforce-standin-ca.pem"
         self._base_url = [""]
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
-
-    @property
-    def url(self) -> str:
-        """https://127.0.0.1:PORT: the instance URL (REST and Bulk 2.0 live here)."""
-        return f"https://{self.host}:{self.port}"
 
     @property
     def login_url(self) -> str:
@@ -65,53 +54,17 @@ class SalesforceStandIn:
         ca.cert_pem.write_to_path(str(self.ca_bundle_path))
         server_pem = self.directory / "salesforce-standin-server.pem"
         ca.issue_cert(self.host).private_key_and_cert_chain_pem.write_to_path(str(server_pem))
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self._requested_port))
-        self._socket = sock
-        self.port = sock.getsockname()[1]
+        self.options.update(ssl_certfile=str(server_pem), ssl_keyfile=str(server_pem))
+        return super().start(timeout)
+
+    def make_app(self):
+        """The app, once the port (so the instance URL, `url`: REST and Bulk 2.0 live there) is known."""
         self._base_url[0] = self.url
-        app = create_app(self.org, self._base_url)
-        config = uvicorn.Config(app, log_level=self.log_level, access_log=False, timeout_graceful_shutdown=0.5,
-                                ssl_certfile=str(server_pem), ssl_keyfile=str(server_pem))
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name=f"salesforce-standin-{self.port}", daemon=True)
-        self._thread.start()
-        self._wait_until_answering(timeout)
-        return self
+        return create_app(self.org, self._base_url)
 
-    def _wait_until_answering(self, timeout: float) -> None:
+    def ready(self) -> bool:
         context = ssl.create_default_context(cafile=str(self.ca_bundle_path))
-        deadline = time.monotonic() + timeout
-        last_error: Exception | None = None
-        while time.monotonic() < deadline:
-            if self._thread is not None and not self._thread.is_alive():
-                raise RuntimeError(f"the Salesforce stand-in on port {self.port} stopped while starting")
-            if self._server is not None and self._server.started:
-                try:
-                    httpx.get(f"{self.url}/services/data/", verify=context, trust_env=False, timeout=2).raise_for_status()
-                    return
-                except httpx.HTTPError as exc:
-                    last_error = exc
-            time.sleep(0.02)
-        self.stop()
-        raise TimeoutError(f"the Salesforce stand-in did not answer on {self.url} within {timeout} s: {last_error}")
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=15)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
-
-    def __enter__(self) -> SalesforceStandIn:
-        return self.start()
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
+        return httpx.get(f"{self.url}/services/data/", verify=context, trust_env=False, timeout=2).is_success
 
     # --- test and demo helpers -----------------------------------------------------------------------
 

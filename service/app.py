@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from http_serving.lingering import LingeringClose
 from service import errors
 from service.faults import FaultInjector
 from service.ratelimit import RequestGate
@@ -41,14 +42,16 @@ Hook = Callable[[FastAPI], Any]
 class ServiceApp(FastAPI):
     """FastAPI with the request gate (auth, rate limits) and fault injection wrapped
     around the whole stack, so that even a framework-level 500 carries the rate-limit
-    headers and faults can cut the connection."""
+    headers and faults can cut the connection; a 413 sent before a body of up to twice
+    max_body_bytes was read drains the rest of it, so every client reads the 413."""
 
     def build_middleware_stack(self):
         stack = super().build_middleware_stack()
         settings: ServiceSettings = self.state.settings
         if settings.faults_enabled:
             stack = FaultInjector(stack, settings)
-        return RequestGate(stack, settings, self.state.pool)
+        stack = LingeringClose(stack, drain_up_to=2 * settings.max_body_bytes)
+        return RequestGate(stack, settings, self.state.pool)  # outermost: it keeps the server's own send
 
 
 @asynccontextmanager

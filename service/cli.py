@@ -2,18 +2,17 @@
 
 Every command takes --db PATH (default: $COMMOPS_SERVICE_DB, else
 $COMMOPS_DATA_DIR/service/service.db, the database `commops demo` seeds; COMMOPS_DATA_DIR
-defaults to ./data). Only create-org and run create a missing database; the other commands
-refuse it. Commands that create something print its id or key alone on the last line, so
-scripts can take `| tail -n 1`. Failures print one line, `commops service CMD failed: ...`,
-and exit 1.
+defaults to ./data; an empty variable counts as unset). Only create-org and run create a missing
+database, and only in a directory that exists (or the data directory's service/ folder); the
+other commands refuse it. Commands that create something print its id or key alone on the last
+line, so scripts can take `| tail -n 1`. Failures print one line, `commops service CMD failed:
+...`, and exit 1.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -54,31 +53,18 @@ def _existing_db(db: Path) -> Path:
 
 
 def _open_db(db: Path) -> None:
-    """Create the schema if needed and check that the file is an SQLite database we can write."""
+    """Create the schema if needed and check that the file is an SQLite database we can write. A
+    missing database is created only in a directory that exists (or in the data directory's
+    service/ folder, which is ours to make): a mistyped --db is refused, not served empty."""
+    from service.settings import default_db_path
     from service.store.db import init_db
 
+    if not db.exists() and not db.parent.is_dir() and db.resolve() != default_db_path().resolve():
+        _fail(f"no directory {db.parent} for the database {db}: create it first, or fix --db")
     try:
         init_db(db)
     except (sqlite3.Error, OSError) as exc:
         _fail(f"cannot open database {db}: {exc}")
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        _fail(f"cannot resolve host {host}: {exc.strerror}")
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            _fail(f"port {port} on {host} is in use")
-        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    return sock
 
 
 @click.group()
@@ -100,9 +86,9 @@ def service() -> None:
 @click.option("--fault-slow-seconds", type=float, default=None)
 def run(db: Path, host: str, port: int, no_rate_limits: bool, extra_fields: bool, simulate_per_second: float | None,
         fault_seed: int | None, faults: tuple[str, ...], fault_slow_seconds: float | None) -> None:
-    """Serve the API until interrupted (settings also from COMMOPS_SERVICE_* variables)."""
-    import uvicorn
-
+    """Serve the API until interrupted: Ctrl-C or SIGTERM (settings also from COMMOPS_SERVICE_* variables)."""
+    from http_serving.server import serve
+    from http_serving.sockets import BindError, bind
     from service.app import create_app
     from service.settings import ServiceSettings
 
@@ -126,14 +112,17 @@ def run(db: Path, host: str, port: int, no_rate_limits: bool, extra_fields: bool
         except ValueError:
             raise click.BadParameter(f"rate of {spec!r} must be a number", param_hint="--fault") from None
     settings = ServiceSettings(**overrides)
+    created = not db.exists()
     _open_db(db)
-    sock = _bind(host, port)
-    click.echo(f"Serving http://{host}:{sock.getsockname()[1]}/v1 from {db}", err=True)
-    config = uvicorn.Config(create_app(settings), log_level="info", access_log=False)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
-    finally:
-        sock.close()
+        sock = bind(host, port)
+    except BindError as exc:
+        _fail(str(exc))
+    if created:
+        click.echo(f"Created an empty database at {db}: every key gets 401 until `commops service create-org` "
+                   "and `create-key` add one (or `commops demo` seeds the default database)", err=True)
+    click.echo(f"Serving http://{host}:{sock.getsockname()[1]}/v1 from {db}", err=True)
+    serve(create_app(settings), sock, log_level="info")
 
 
 @service.command("create-org")

@@ -23,7 +23,7 @@ def default_db_path() -> Path:
 
 
 class ServiceSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="COMMOPS_SERVICE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="COMMOPS_SERVICE_", extra="ignore", env_ignore_empty=True)
 
     # Storage
     db: Path = Field(default_factory=default_db_path)  # COMMOPS_SERVICE_DB overrides it

@@ -1,7 +1,8 @@
 """The receiver's ASGI app (Starlette): POST /webhooks/commops and GET /healthz.
 
 A delivery is answered, in this order:
-- 413 when Content-Length or the bytes read exceed the body cap (reading stops there);
+- 413 when Content-Length or the bytes read exceed the body cap (nothing more is buffered; the
+  rest of a body up to twice the cap is discarded, so clients that send before they read see it);
 - 401 when `x-service-signature` is missing, not 64 lower-case hex characters, or matches
   none of the configured secrets;
 - 400 when the body can never be an event (webhook_receiver/envelope.py): not a JSON object,
@@ -10,7 +11,8 @@ A delivery is answered, in this order:
 - 503 when the inbox commit fails (the service retries);
 - 200 once the event is committed durably to the inbox, also for an id already stored
   (`"duplicate": true`, stored once). Unknown event names are stored with known_event=0.
-Secrets and signatures are never logged.
+Accepted deliveries and reloads of the secrets file are logged as counts; secrets, signatures and
+bodies never are.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
+from http_serving.lingering import LingeringClose
 from webhook_receiver.committer import GroupCommitter, InboxUnavailable
+from webhook_receiver.delivery_log import DeliveryLog
 from webhook_receiver.envelope import InvalidEnvelope, parse_envelope
 from webhook_receiver.inbox import Inbox
 from webhook_receiver.settings import ReceiverSettings
@@ -77,6 +82,7 @@ def create_app(
     ring = secrets or SecretRing(settings.secrets, settings.secrets_file)
     writer = committer or GroupCommitter(Inbox(settings.inbox_path))
     cap = settings.webhook_max_body_bytes
+    accepted = DeliveryLog()
 
     async def receive_event(request: Request) -> Response:
         try:
@@ -85,7 +91,7 @@ def create_app(
             return Response(status_code=400)
         if body is None:
             too_large = _error(413, "payload_too_large", f"bodies above {cap} bytes are refused")
-            too_large.headers["connection"] = "close"  # uvicorn then closes instead of draining the rest
+            too_large.headers["connection"] = "close"  # closed once LingeringClose has drained what it may
             return too_large
         if not verify(body, _signature_header(request), ring.current()):
             client = request.client.host if request.client else "?"
@@ -100,6 +106,7 @@ def create_app(
             new = await writer.submit(body, envelope)
         except InboxUnavailable:
             return _error(503, "inbox_unavailable", "the event could not be stored; retry later")
+        accepted.accepted(stored=new)
         return JSONResponse({"id": envelope.id, "duplicate": not new})
 
     async def health(request: Request) -> Response:
@@ -116,11 +123,14 @@ def create_app(
             yield
         finally:
             writer.stop()
+            accepted.flush()
 
     return Starlette(
         routes=[
             Route(WEBHOOK_PATH, receive_event, methods=["POST"]),
             Route(HEALTH_PATH, health, methods=["GET"]),
         ],
+        # A 413 sent before a body of up to twice the cap was read drains the rest: every client reads it.
+        middleware=[Middleware(LingeringClose, drain_up_to=2 * cap)],
         lifespan=lifespan,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from webhook_receiver.inbox import inbox_path
@@ -19,7 +19,7 @@ class ReceiverSettings(BaseSettings):
     """COMMOPS_WEBHOOK_SECRETS (comma-separated), COMMOPS_DATA_DIR (default ./data),
     COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB)."""
 
-    model_config = SettingsConfigDict(env_prefix="COMMOPS_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="COMMOPS_", extra="ignore", env_ignore_empty=True)
 
     webhook_secrets: SecretStr = Field(SecretStr(""), description="signing secrets, comma-separated")
     data_dir: Path = Path("./data")
@@ -38,3 +38,18 @@ class ReceiverSettings(BaseSettings):
     def secrets_file(self) -> Path:
         """Written by `commops webhooks register` (mode 0600), keyed by webhook id."""
         return self.data_dir.resolve() / SECRETS_FILE_NAME
+
+
+def load_receiver_settings(data_dir: str | Path | None = None, max_body_bytes: int | None = None) -> ReceiverSettings:
+    """The environment's settings, explicit values (command-line options) taking precedence; an invalid
+    value raises ValueError with one line naming its variable."""
+    overrides: dict = {}
+    if data_dir:
+        overrides["data_dir"] = Path(data_dir)
+    if max_body_bytes is not None:
+        overrides["webhook_max_body_bytes"] = max_body_bytes
+    try:
+        return ReceiverSettings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ValueError(f"COMMOPS_{'_'.join(map(str, first['loc'])).upper()}: {first['msg']}") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import threading
@@ -18,6 +19,8 @@ import time
 from datetime import datetime
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+log = logging.getLogger("webhook_receiver")
 
 _HEX_SIGNATURE = re.compile(rb"[0-9a-f]{64}")
 
@@ -98,7 +101,9 @@ class SecretRing:
         self._from_file: list[tuple[bytes, float | None]] = []
         self._lock = threading.Lock()
         self.last_error: str | None = None
+        self._log_reloads = False  # the first load is announced by whoever starts the receiver
         self._reload_if_changed()
+        self._log_reloads = True
 
     def current(self) -> list[bytes]:
         self._reload_if_changed()
@@ -124,8 +129,12 @@ class SecretRing:
             try:
                 entries = _read_entries(self._file) if stamp is not None else {}
             except SecretsFileError as exc:
+                if self.last_error != str(exc):
+                    log.warning("secrets file not reloaded, the last good one stays: %s", exc)
                 self.last_error = str(exc)
                 return
             self._from_file = [(secret.encode(), until) for secret, until in entries.values()]
-            self._stamp = stamp
-            self.last_error = None
+            self._stamp, self.last_error = stamp, None
+        if self._log_reloads:  # counts only, never a secret
+            log.info("secrets file %s reloaded: %d secret(s) from it, %d from COMMOPS_WEBHOOK_SECRETS",
+                     self._file, len(self._from_file), len(self._fixed))

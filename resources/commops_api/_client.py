@@ -15,6 +15,7 @@ import httpx
 import tenacity
 
 from commops_spec.constants import SCOPES
+from resources.settings import API_KEY_ENV, BASE_URL_ENV
 
 from ._errors import (
     ApiError,
@@ -67,11 +68,13 @@ class ApiClient:
         backoff_max: float = 10.0,
         log: Any = None,
         on_response: Callable[[httpx.Response], None] | None = None,
+        api_key_env: str = API_KEY_ENV,
     ):
         if not base_url:
-            raise ValueError("base_url is empty: set COMMOPS_BASE_URL (it includes /v1)")
+            raise ValueError(f"base_url is empty: set {BASE_URL_ENV} (it includes /v1)")
         if not api_key:
-            raise ValueError("api_key is empty: set COMMOPS_API_KEY")
+            raise ValueError(f"api_key is empty: set {api_key_env}")
+        self._api_key_env = api_key_env  # named in messages: where the key came from
         self.base_url = base_url.rstrip("/")
         self.per_page = per_page
         self.max_concurrency = max_concurrency
@@ -329,7 +332,7 @@ class ApiClient:
         code, message, details = _error_fields(response)
         if status == 401:
             raise AuthenticationError(
-                f"API key rejected (401) by {url}: check COMMOPS_API_KEY", status_code=401, code=code, details=details
+                f"API key rejected (401) by {url}: check {self._api_key_env}", status_code=401, code=code, details=details
             )
         if status == 403:
             scope = _required_scope(message, details)

@@ -16,8 +16,8 @@ import dagster as dg
 import duckdb
 import pytest
 
-from pipelines.crm_sandbox import Sandbox, start_sandbox
-from pipelines.reconcile import ReconcileError, run_reconciliation
+from pipelines.cli.crm_sandbox import Sandbox, start_sandbox
+from pipelines.cli.reconcile import ReconcileError, run_reconciliation
 from tests.pipeline.conftest import start_service
 from tests.pipeline.sync_support import sync
 

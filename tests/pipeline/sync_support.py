@@ -16,8 +16,7 @@ import httpx
 import pyarrow as pa
 
 from assets.catalog import CATALOG, ResourceSpec
-from assets.records import EXTRA_COLUMN
-from assets.schemas import FETCHED_AT
+from assets.schemas import EXTRA_COLUMN, FETCHED_AT
 from commops_spec.timestamps import parse_timestamp
 from resources.settings import API_KEY_ENV
 
@@ -164,7 +163,7 @@ def sync(service: Any, data_dir: Path, **kwargs: Any):
     """run_sync against a test service (today's snapshot), on an ephemeral Dagster instance, no rich display."""
     import dagster as dg
 
-    from pipelines.sync import run_sync
+    from pipelines.cli.sync import run_sync
 
     kwargs.setdefault("progress", False)
     kwargs.setdefault("enrich_details_limit", 0)

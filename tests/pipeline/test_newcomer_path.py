@@ -11,14 +11,19 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from http_serving.sockets import free_port
+from tests.waiting import wait_until
+from webhook_receiver.inbox import Inbox, inbox_path
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _commops(*args: str, env_overrides: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+def _commops(*args: str, env_overrides: dict[str, str] | None = None, timeout: float = 180,
+             cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
-    env.update(env_overrides or {})
+    env.update(env_overrides or {}, PYTHONPATH=str(REPO))
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+                          timeout=timeout, cwd=cwd)
 
 
 def _one_line(result: subprocess.CompletedProcess, exit_code: int) -> str:
@@ -36,7 +41,7 @@ def _closed_port() -> int:
 
 
 def test_a_cli_sync_is_recorded_in_the_dagster_home_the_ui_opens(make_service, tmp_path):
-    from pipelines.dagster_home import prepare_home
+    from pipelines.cli.dagster_home import prepare_home
     from resources.settings import load_settings
 
     service = make_service(kols=30, campaigns=2, products=2, signals=3)
@@ -69,6 +74,21 @@ def test_a_base_url_without_v1_is_refused_naming_the_fix(tmp_path):
                     "the address includes /v1 (e.g. http://127.0.0.1:9/v1)")
 
 
+def test_under_dagster_dev_a_base_url_without_v1_fails_the_run_with_the_same_line(tmp_path, monkeypatch):
+    """The code location reads COMMOPS_BASE_URL at run time (no CLI check before): the resource checks it."""
+    from pipelines.cli.in_process import failure_message
+    from pipelines.definitions import defs
+
+    monkeypatch.setenv("COMMOPS_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("COMMOPS_API_KEY", "x")
+    monkeypatch.setenv("COMMOPS_DATA_DIR", str(tmp_path))
+    job = defs().resolve_job_def("nightly_sync")
+    result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    assert not result.success
+    assert failure_message(result) == ("COMMOPS_BASE_URL=http://127.0.0.1:9 lacks the version segment: "
+                                       "the address includes /v1 (e.g. http://127.0.0.1:9/v1)")
+
+
 def test_an_invalid_option_is_refused_before_any_work(tmp_path):
     data_dir = tmp_path / "data"
     line = _one_line(_commops("sync", "--data-dir", str(data_dir), "--enrich-limit", "-5",
@@ -99,6 +119,22 @@ def test_demo_with_a_data_dir_it_cannot_write_says_so_in_one_line(tmp_path):
     assert line.startswith(f"commops demo failed: cannot write to the data directory {blocker / 'data'}: ")
 
 
+@pytest.mark.parametrize(
+    ("args", "written"),
+    [(("events", "status"), "inbox"), (("receiver", "run", "--port", "{port}"), "inbox"),
+     (("service", "run", "--port", "{port}"), "service")],
+    ids=["pipeline", "receiver", "service"],
+)
+def test_an_empty_commops_data_dir_means_the_default_data_directory_not_the_current_one(tmp_path, args, written):
+    with socket.socket() as taken:  # the servers stop at their port, after opening the data directory
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        _commops(*(arg.format(port=port) for arg in args), env_overrides={"COMMOPS_DATA_DIR": ""}, cwd=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+    assert (tmp_path / "data" / written).is_dir()
+
+
 @pytest.mark.parametrize("command", ["ui", "demo"])
 def test_a_port_in_use_is_refused_in_one_line(tmp_path, command):
     with socket.socket() as taken:
@@ -111,7 +147,31 @@ def test_a_port_in_use_is_refused_in_one_line(tmp_path, command):
     assert line == f"commops {command} failed: port {port} on 127.0.0.1 is in use (choose another with --port)"
 
 
-def test_after_the_demo_its_service_serves_again_and_syncs_as_the_readme_says(tmp_path):
+def _serve(args: list[str], env: dict[str, str], log: Path, health_url: str) -> subprocess.Popen:
+    """A long-running `commops` command (as a second shell would run it), once `health_url` answers."""
+    import httpx
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
+    with log.open("w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args], env={**base, **env}, cwd=REPO,
+                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+
+    def up() -> bool:
+        assert process.poll() is None, log.read_text()[-2000:]
+        try:
+            return httpx.get(health_url, timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(up, 60, 0.1, what=health_url)
+    return process
+
+
+def test_after_the_demo_its_service_syncs_and_a_new_kol_reaches_analytics_through_the_receiver(tmp_path):
+    """The README's local walkthroughs, step by step (free ports instead of 8000 and 8787)."""
+    import duckdb
+    import httpx
+
     data_dir = tmp_path / "data"
     env = {"COMMOPS_DATA_DIR": str(data_dir)}
     demo = _commops("demo", "--kols", "40", env_overrides=env, timeout=300)
@@ -120,28 +180,48 @@ def test_after_the_demo_its_service_serves_again_and_syncs_as_the_readme_says(tm
     assert key.returncode == 0, key.stderr
     api_key = key.stdout.strip().splitlines()[-1]
 
-    port = _closed_port()
-    server_env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
-    server = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "service", "run", "--port", str(port)],
-                              env={**server_env, **env}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    service_port, receiver_port = free_port(), free_port()
+    base_url = f"http://127.0.0.1:{service_port}/v1"
+    client_env = {**env, "COMMOPS_BASE_URL": base_url, "COMMOPS_API_KEY": api_key}
+    # shell 1: the demo's database, by default; loopback webhook targets allowed
+    service = _serve(["service", "run", "--port", str(service_port)],
+                     {**env, "COMMOPS_SERVICE_WEBHOOK_ALLOW_PRIVATE": "true"}, tmp_path / "service.log",
+                     f"{base_url}/openapi.json")
+    receiver = None
     try:
-        import httpx
-        import time
-
-        deadline = time.monotonic() + 60
-        while True:  # the README's `commops service run`, on the demo's database by default
-            assert server.poll() is None, server.stderr.read().decode()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/v1/openapi.json", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the demo's service did not come up"
-            time.sleep(0.1)
-        result = _commops("sync", "--no-progress", env_overrides={
-            **env, "COMMOPS_BASE_URL": f"http://127.0.0.1:{port}/v1", "COMMOPS_API_KEY": api_key})
+        result = _commops("sync", "--no-progress", env_overrides=client_env)
         assert result.returncode == 0, result.stderr
         assert "warehouse/kols" in result.stdout
+
+        # shell 2: the receiver; shell 3: register it, create a KOL, apply the event, query analytics.duckdb
+        receiver_log = tmp_path / "receiver.log"
+        receiver = _serve(["receiver", "run", "--port", str(receiver_port)], env, receiver_log,
+                          f"http://127.0.0.1:{receiver_port}/healthz")
+        registered = _commops("webhooks", "register", f"http://127.0.0.1:{receiver_port}/webhooks/commops",
+                              env_overrides=client_env)
+        assert registered.returncode == 0, registered.stderr
+        created = httpx.post(f"{base_url}/kols", headers={"Authorization": f"Bearer {api_key}"},
+                             json={"full_name": "Dr. Ada Walkthrough", "specialties": ["cardiology"],
+                                   "email": "ada.walkthrough@example.org"})
+        assert created.status_code == 201, created.text
+        inbox = Inbox(inbox_path(data_dir))  # what `commops events status` counts
+        wait_until(lambda: inbox.counts()["pending"] == 1, 30, 0.1, what="the kol.created delivery in the inbox")
+        inbox.close()
+        applied = _commops("events", "apply", env_overrides=client_env)
+        assert applied.returncode == 0, applied.stderr
+        assert "1 event(s) applied" in applied.stdout
+        with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as analytics:
+            rows = analytics.execute("SELECT id, full_name FROM kols WHERE email = 'ada.walkthrough@example.org'").fetchall()
+        assert rows == [(created.json()["data"]["id"], "Dr. Ada Walkthrough")]
+
+        # The receiver's log says it took the new secret and received: its last line is not the start-up warning.
+        lines = receiver_log.read_text().strip().splitlines()
+        assert "no secret configured yet" in "\n".join(lines)
+        assert any("webhook-secrets.json reloaded: 1 secret(s)" in line for line in lines), lines
+        assert "deliveries accepted: 1 (1 stored, 0 duplicates)" in lines[-1], lines
+        assert api_key not in receiver_log.read_text()
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        for process in (receiver, service):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=30)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 
 
 def _commops_sync(tmp_path, env_overrides, *args):
@@ -31,12 +32,15 @@ def test_sync_without_api_key_names_the_missing_variable(tmp_path):
     assert "COMMOPS_API_KEY is not set" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_sync_with_a_rejected_key_says_so_in_one_line(make_service, tmp_path):
+@pytest.mark.parametrize("variable", ["COMMOPS_API_KEY", "ANALYTICS_COMMOPS_KEY"])
+def test_sync_with_a_rejected_key_says_so_in_one_line_naming_the_variable_it_came_from(make_service, tmp_path,
+                                                                                       variable):
     service = make_service(kols=3)
-    result = _commops_sync(tmp_path, {"COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": "ck_wrong_key"})
+    option = [] if variable == "COMMOPS_API_KEY" else ["--api-key-env", variable]
+    result = _commops_sync(tmp_path, {"COMMOPS_BASE_URL": service.base_url, variable: "ck_wrong_key"}, *option)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "API key rejected (401)" in lines[0] and "COMMOPS_API_KEY" in lines[0], result.stderr
+    assert len(lines) == 1 and "API key rejected (401)" in lines[0] and lines[0].endswith(f"check {variable}"), result.stderr
     assert "ck_wrong_key" not in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
 
@@ -65,7 +69,7 @@ def test_the_progress_display_shows_pages_per_walk_and_details(make_service, tmp
 
     from rich.console import Console
 
-    from pipelines.progress_display import RichProgress
+    from pipelines.cli.progress_display import RichProgress
     from tests.pipeline.sync_support import sync
 
     service = make_service(kols=250, campaigns=2, products=2, signals=2)

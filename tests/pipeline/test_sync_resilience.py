@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -94,7 +95,7 @@ def test_sync_is_exact_when_kols_are_created_and_archived_while_paging(make_serv
 
 def test_unknown_fields_from_the_server_are_kept_in_extra(make_service, tmp_path):
     service = make_service(kols=30, campaigns=5, products=5, signals=10, extra_fields=True)
-    summary = sync(service, tmp_path / "data")
+    summary = sync(service, tmp_path / "data", enrich_details_limit=100)
     assert summary.failed_checks == []
     db = tmp_path / "data" / "analytics.duckdb"
     for spec in CATALOG:
@@ -102,11 +103,17 @@ def test_unknown_fields_from_the_server_are_kept_in_extra(make_service, tmp_path
         rows = table_rows(db, spec.table)
         for item_id, item in items.items():
             assert "x_added_field" in item
-            extra = __import__("json").loads(rows[item_id]["_extra"])
+            extra = json.loads(rows[item_id]["_extra"])
             assert extra["x_added_field"] == item["x_added_field"]
             assert_row_equals_item(item, rows[item_id], spec.schema, f"{spec.table}[{item_id}]")
     ((n,),) = query(db, "SELECT count(*) FROM kols WHERE json_extract(_extra, '$.location.x_geo') IS NULL")
     assert n == 0
+    # KOL details too (top-level and nested), and `_extra` is a JSON column analysts can query as such
+    ((details, drifted),) = query(db, "SELECT count(*), count(*) FILTER (WHERE _extra->>'$.x_added_field' = 'drift' "
+                                      "AND json_extract(_extra, '$.contact.address.x_geo') IS NOT NULL) FROM kol_details")
+    assert details == drifted == sum(1 for item in api_items(service, KOLS).values() if not item["is_archived"])
+    assert query(db, "SELECT DISTINCT data_type FROM duckdb_columns() JOIN duckdb_tables() USING (table_name) "
+                     "WHERE column_name = '_extra'") == [("JSON",)]
 
 
 def test_a_sync_killed_mid_run_leaves_no_partial_snapshot_and_the_rerun_is_correct(make_service, tmp_path):

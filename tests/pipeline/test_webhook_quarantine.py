@@ -18,7 +18,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from pipelines.cli import main
+from pipelines.cli.commops import main
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from pipelines.sensors import run_config, webhook_events_failure_sensor

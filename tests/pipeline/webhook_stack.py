@@ -15,6 +15,7 @@ import dagster as dg
 import pytest
 
 from commops_spec.constants import EVENTS
+from pipelines.cli.webhook_subscriptions import Subscriptions
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from pipelines.sensors import webhook_events_sensor
@@ -26,7 +27,6 @@ from tests.service.webhook_support import free_port
 from webhook_receiver.inbox import Inbox
 from webhook_receiver.server import ReceiverServer
 from webhook_receiver.settings import ReceiverSettings
-from webhook_receiver.subscriptions import Subscriptions
 
 WEBHOOK_SETTINGS = {
     "webhook_time_scale": 0.00002,  # retries 1.2 ms ... 1.7 s

@@ -12,10 +12,11 @@ import httpx
 import pytest
 
 from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
+from tests.python_clients import CLIENTS, post_with
 from tests.receiver.conftest import SECRET, body_of, envelope, post_signed, signed_headers, wait_until
 from webhook_receiver.inbox import Inbox
 from webhook_receiver.signatures import sign
-from webhook_receiver.subscriptions import forget_secret, store_secret
+from webhook_receiver.secrets_file import forget_secret, store_secret
 
 
 def inbox_of(rx) -> Inbox:
@@ -166,6 +167,17 @@ def test_a_body_above_the_cap_is_413(make_receiver, client) -> None:
     assert post_signed(client, rx.url, small).status_code == 200
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_python_client_sending_a_body_over_the_cap_reads_the_413(make_receiver, client) -> None:
+    """4 MB, more than the sockets buffer: undrained, the connection resets under the client's send."""
+    rx = make_receiver(webhook_max_body_bytes=2 * 1024 * 1024)
+    body = body_of(envelope(padding="x" * 4_000_000))
+    status, answer = post_with(client, rx.url, body, signed_headers(SECRET, body))
+    assert status == 413
+    assert answer["error"]["code"] == "payload_too_large"
+    assert inbox_of(rx).counts()["total"] == 0
+
+
 def test_a_streamed_body_without_length_is_cut_at_the_cap(make_receiver) -> None:
     """Chunked upload, no Content-Length: the receiver stops reading past the cap and answers 413."""
     rx = make_receiver(webhook_max_body_bytes=64 * 1024)
@@ -259,7 +271,7 @@ def _port_in_use() -> socket.socket:
 def test_cli_reports_a_taken_port_in_one_line(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from pipelines.cli import main
+    from pipelines.cli.commops import main
 
     taken = _port_in_use()
     try:
@@ -268,14 +280,14 @@ def test_cli_reports_a_taken_port_in_one_line(tmp_path: Path) -> None:
     finally:
         taken.close()
     assert result.exit_code == 1
-    assert "already in use" in result.output and "Traceback" not in result.output
+    assert "is in use" in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 
 def test_cli_reports_an_unwritable_data_dir_in_one_line(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from pipelines.cli import main
+    from pipelines.cli.commops import main
 
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the data dir should be")

@@ -1,5 +1,6 @@
 """Sizes the spec leaves open, refused the safe way: bodies above the cap (413 while
-reading, the rest never read), arrays above their item limits, too many variables."""
+reading, the rest never buffered, drained up to twice the cap so every client reads the 413),
+arrays above their item limits, too many variables."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from service.server import ServiceServer
 from service.settings import ServiceSettings
 from service.store.campaigns import MAX_VARIABLES
+from tests.python_clients import CLIENTS, post_with
 from tests.service.conftest import error_of
 from tests.service.test_input_characters import EMAIL, campaign
 
@@ -107,6 +109,25 @@ def test_a_streamed_body_is_refused_with_413_once_it_passes_the_cap_and_the_rest
     assert status == 413 and body["error"]["code"] == "payload_too_large"
     assert body["error"]["details"] == {"limit_bytes": 64 * 1024}
     assert sent < 32 * 1024 * 1024, f"{sent:,} bytes were accepted before the refusal"
+
+
+@pytest.fixture(scope="module")
+def two_mib_cap_server(dataset):
+    settings = ServiceSettings(db=dataset.db, rate_limits_enabled=False, webhook_worker_enabled=False,
+                               max_body_bytes=2 * 1024 * 1024)
+    with ServiceServer(settings) as running:
+        yield running
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_python_client_sending_a_body_over_the_cap_reads_the_413(two_mib_cap_server, dataset, client):
+    """4 MB, more than the sockets buffer: undrained, the connection resets under the client's send."""
+    body = json.dumps({"full_name": "Too Large", "bio": "b" * 4_000_000}).encode()
+    headers = {"Authorization": f"Bearer {dataset.key}", "Content-Type": "application/json"}
+    status, answer = post_with(client, f"{two_mib_cap_server.base_url}/kols", body, headers)
+    assert status == 413
+    assert answer["error"]["code"] == "payload_too_large"
+    assert answer["error"]["details"] == {"limit_bytes": 2 * 1024 * 1024}
 
 
 def test_a_body_under_the_cap_is_read_normally(small_cap_server, dataset, unique_email):

@@ -43,6 +43,15 @@ def test_admin_commands_refuse_a_missing_database_instead_of_creating_one(tmp_pa
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.parametrize("args", [("run", "--port", "0"), ("create-org", "Acme", "--plan", "starter")],
+                         ids=lambda args: args[0])
+def test_a_database_in_a_directory_that_does_not_exist_is_refused_not_created(tmp_path, args):
+    missing = tmp_path / "nonexistent" / "x.db"
+    result = commops(args[0], "--db", str(missing), *args[1:], data_dir=tmp_path / "data", cwd=tmp_path)
+    assert_one_line_failure(result, args[0], f"no directory {missing.parent} for the database {missing}")
+    assert not missing.parent.exists()
+
+
 def test_commands_default_to_the_demo_database_under_commops_data_dir(tmp_path):
     data_dir = tmp_path / "data"
     created = commops("create-org", "Acme", "--plan", "starter", data_dir=data_dir, cwd=tmp_path)

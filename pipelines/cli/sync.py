@@ -20,12 +20,14 @@ import dagster as dg
 
 from assets import snapshot_date as dates
 from assets.progress import ProgressReporter
-from pipelines.command_checks import check_writable
-from pipelines.dagster_home import dagster_instance
+from pipelines.cli.command_checks import check_writable
+from pipelines.cli.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
-from pipelines.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from pipelines.cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
 from pipelines.jobs import NIGHTLY_SYNC
+from resources.lake import LAKE_DIR
 from resources.settings import API_KEY_ENV, TIMEZONE_ENV, Settings, load_settings, require_api_key
+from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE
 
 KOL_DETAILS_OP = "warehouse__kol_details"
 
@@ -65,15 +67,15 @@ class SyncSummary:
 
     @property
     def warehouse_path(self) -> Path:
-        return self.data_dir / "warehouse.duckdb"
+        return self.data_dir / WAREHOUSE_FILE
 
     @property
     def analytics_path(self) -> Path:
-        return self.data_dir / "analytics.duckdb"
+        return self.data_dir / ANALYTICS_FILE
 
     @property
     def lake_path(self) -> Path:
-        return self.data_dir / "lake"
+        return self.data_dir / LAKE_DIR
 
     def asset(self, name: str) -> AssetSummary:
         return next(a for a in self.assets if a.asset == name)
@@ -113,7 +115,7 @@ def run_sync(
     when given, must be today's date. The API key is read from the environment variable
     `api_key_env` by the resource itself (a dg.EnvVar), so it never enters Dagster's storage.
     Without `instance`, the run is recorded in the Dagster home the UI reads (`commops ui`)."""
-    settings = load_settings(base_url=base_url, data_dir=data_dir, enrich_details_limit=enrich_details_limit)
+    settings = load_settings(base_url=base_url, data_dir=data_dir)
     settings = settings.model_copy(update={"base_url": settings.require_base_url()})
     require_api_key(api_key_env)
     check_snapshot_date(snapshot_date)
@@ -125,7 +127,7 @@ def run_sync(
     if isinstance(progress, ProgressReporter):
         reporter, display = progress, nullcontext()
     elif progress:
-        from pipelines.progress_display import RichProgress
+        from pipelines.cli.progress_display import RichProgress
 
         reporter = display = RichProgress()
     else:
@@ -134,10 +136,11 @@ def run_sync(
     resources = build_resources(settings, api_key_env=api_key_env, progress=reporter, max_concurrency=max_concurrency)
     job = make_definitions(settings, resources).resolve_job_def(NIGHTLY_SYNC)
     with nullcontext(instance) if instance is not None else dagster_instance(settings) as instance:
-        return _execute(job, instance, settings, display)
+        return _execute(job, instance, settings, display, enrich_details_limit)
 
 
-def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Settings, display: Any) -> SyncSummary:
+def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Settings, display: Any,
+             enrich_details_limit: int | None) -> SyncSummary:
     started = datetime.now()
     # Dagster's console log is silenced (a failed step would print a traceback wall); the
     # display, the summary and SyncError say what happened, the pipeline's own notices
@@ -152,7 +155,10 @@ def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Sett
                 instance=instance,
                 raise_on_error=False,
                 run_config={
-                    "ops": {KOL_DETAILS_OP: {"config": {"limit": settings.enrich_details_limit}}},
+                    # Only an explicit limit is run config; otherwise kol_details reads COMMOPS_ENRICH_DETAILS_LIMIT
+                    # itself, as it does in a scheduled run: one path for the setting.
+                    **({"ops": {KOL_DETAILS_OP: {"config": {"limit": enrich_details_limit}}}}
+                       if enrich_details_limit is not None else {}),
                     **QUIET_CONSOLE,
                 },
             )

@@ -17,7 +17,7 @@ import dagster as dg
 
 from resources.settings import Settings
 
-REPO_CONFIG = Path(__file__).resolve().parent.parent / "dagster.yaml"
+REPO_CONFIG = Path(__file__).resolve().parents[2] / "dagster.yaml"
 
 
 def prepare_home(settings: Settings) -> Path:

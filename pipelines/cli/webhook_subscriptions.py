@@ -1,7 +1,7 @@
 """Managing the service's webhooks through its API (part 4.8), for `commops webhooks ...`.
 
-Reads COMMOPS_BASE_URL (including /v1) and COMMOPS_API_KEY. Errors are SubscriptionError
-with one line saying what to do, e.g. `403: this key lacks scope webhooks:write`.
+Reads the pipeline's COMMOPS_BASE_URL (including /v1) and COMMOPS_API_KEY. Errors are
+SubscriptionError with one line saying what to do, e.g. `403: this key lacks scope webhooks:write`.
 
 `register` generates the secret here (256 random bits), writes it to the secrets file the
 receiver reads ($COMMOPS_DATA_DIR/webhook-secrets.json, mode 0600) *before* registering,
@@ -10,119 +10,25 @@ so the very first delivery already verifies; the secret is never printed or logg
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import secrets as _secrets
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from webhook_receiver.signatures import read_secrets_file
+from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, load_settings, require_api_key
+from webhook_receiver.secrets_file import forget_secret, generate_secret, rename_secret, retire_secret, store_secret
 
-BASE_URL_ENV = "COMMOPS_BASE_URL"
 # A deleted webhook's secret stays accepted this long: the service lets attempts already in
 # flight finish (each has a 10 s deadline by default), and they must not be refused.
 DEFAULT_GRACE_SECONDS = 300.0
-API_KEY_ENV = "COMMOPS_API_KEY"
 
 
 class SubscriptionError(RuntimeError):
     """A webhook operation failed; the message is one line naming the variable, scope or id."""
-
-
-def generate_secret() -> str:
-    """256 random bits as 64 lower-case hex characters."""
-    return _secrets.token_hex(32)
-
-
-# ---------------------------------------------------------------- the secrets file
-
-
-def store_secret(path: Path, key: str, secret: str, **details: Any) -> None:
-    """Add or replace `key` (a webhook id) in the secrets file, atomically, mode 0600."""
-    entries = _read_raw(path)
-    entries[key] = {"secret": secret, **details}
-    _write_raw(path, entries)
-
-
-def rename_secret(path: Path, old_key: str, new_key: str) -> None:
-    entries = _read_raw(path)
-    if old_key in entries:
-        entries[new_key] = entries.pop(old_key)
-        _write_raw(path, entries)
-
-
-def forget_secret(path: Path, key: str) -> bool:
-    """Remove `key` from the secrets file; False when it was not there."""
-    entries = _read_raw(path)
-    if entries.pop(key, None) is None:
-        return False
-    _write_raw(path, entries)
-    return True
-
-
-def retire_secret(path: Path, key: str, grace_seconds: float) -> None:
-    """Keep accepting `key`'s secret for `grace_seconds` more (attempts of a deleted webhook
-    already in flight still verify), then drop it; 0 forgets it now."""
-    if grace_seconds <= 0:
-        forget_secret(path, key)
-        return
-    entries = _read_raw(path)
-    if isinstance(entries.get(key), dict):
-        until = datetime.now(UTC) + timedelta(seconds=grace_seconds)
-        entries[key]["accept_until"] = until.strftime("%Y-%m-%dT%H:%M:%SZ")
-        _write_raw(path, entries)
-
-
-def _read_raw(path: Path) -> dict[str, Any]:
-    read_secrets_file(path)  # validates (SecretsFileError with the file name)
-    try:
-        return json.loads(path.read_bytes() or b"{}")
-    except FileNotFoundError:
-        return {}
-
-
-def _write_raw(path: Path, entries: dict[str, Any]) -> None:
-    """Drop entries whose accept_until has passed, then write to a 0600 temporary file beside `path`, fsync, then rename over it: readers see
-    the old or the new file, never half of one."""
-    accepted = _still_accepted(entries)
-    entries = {key: value for key, value in entries.items() if key in accepted}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(json.dumps(entries, indent=2, sort_keys=True).encode() + b"\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _still_accepted(entries: dict[str, Any]) -> set[str]:
-    """Keys of `entries` still accepted now (no accept_until, or one in the future)."""
-    now = datetime.now(UTC)
-    keep = set()
-    for key, value in entries.items():
-        until = value.get("accept_until") if isinstance(value, dict) else None
-        try:
-            if until is None or datetime.fromisoformat(until.replace("Z", "+00:00")) > now:
-                keep.add(key)
-        except ValueError:
-            pass
-    return keep
 
 
 # ---------------------------------------------------------------- the API
@@ -138,8 +44,14 @@ class Subscriptions:
         )
 
     @classmethod
-    def from_env(cls, base_url: str | None = None, api_key: str | None = None) -> Subscriptions:
-        return cls(_require(BASE_URL_ENV, base_url), _require(API_KEY_ENV, api_key))
+    def from_env(cls) -> Subscriptions:
+        """The service of COMMOPS_BASE_URL (checked as the sync checks it) with the key in COMMOPS_API_KEY."""
+        try:
+            base_url = load_settings().require_base_url()
+            require_api_key(API_KEY_ENV)
+        except SettingsError as exc:
+            raise SubscriptionError(str(exc)) from None
+        return cls(base_url, os.environ[API_KEY_ENV])
 
     def close(self) -> None:
         self._client.close()
@@ -281,9 +193,3 @@ def _explain(response: httpx.Response, method: str, url: str) -> str:
         return f"429 rate limited by {url}: retry in {response.headers.get('retry-after', 'a few')} s"
     return f"{status} from {method} {url}: {message}"
 
-
-def _require(name: str, value: str | None) -> str:
-    value = value or os.environ.get(name)
-    if not value:
-        raise SubscriptionError(f"{name} is not set: export {name}=... (see docs/receiver.md)")
-    return value

@@ -10,12 +10,13 @@ import sys
 
 import click
 
-from pipelines.crm_command import crm, reconcile
-from pipelines.events_command import events
-from pipelines.local_commands import demo, ui
-from pipelines.sync_command import sync
+from pipelines.cli.crm_command import crm, reconcile
+from pipelines.cli.events_command import events
+from pipelines.cli.local_commands import demo, ui
+from pipelines.cli.sync_command import sync
+from pipelines.cli.webhooks_command import webhooks
 from service.cli import service
-from webhook_receiver.cli import receiver, webhooks
+from webhook_receiver.cli import receiver
 
 
 class OneLineErrors(click.Group):

@@ -11,8 +11,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.command_checks import fail, require_free_port, writable_data_dir
-from pipelines.reconcile import ReconcileError, ReconciliationSummary, run_reconciliation
+from pipelines.cli.command_checks import fail, require_free_port, writable_data_dir
+from pipelines.cli.reconcile import ReconcileError, ReconciliationSummary, run_reconciliation
 from resources.crm.errors import CrmError
 from resources.settings import SettingsError
 
@@ -75,8 +75,8 @@ def crm() -> None:
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the planted discrepancies.")
 def sandbox(data_dir: str | None, port: int, discrepancy_rate: float, seed: int) -> None:
     """Serve a Salesforce stand-in (HTTPS, 127.0.0.1) with contacts planted from the local service's KOLs."""
-    from pipelines.crm_sandbox import start_sandbox
-    from pipelines.local_service import ensure_seeded, start_local_service
+    from pipelines.cli.crm_sandbox import start_sandbox
+    from pipelines.cli.local_service import ensure_seeded, start_local_service
 
     data = writable_data_dir("crm sandbox", data_dir)
     require_free_port("crm sandbox", port)

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.sync import SyncError, run_sync
+from pipelines.cli.sync import SyncError, run_sync
 from resources.settings import API_KEY_ENV, SettingsError
 
 

@@ -19,10 +19,10 @@ from pydantic import ValidationError
 
 from assets.crm.assets import RECONCILIATION_KEY, WRITEBACK_KEY, WRITEBACK_OP
 from assets.crm.tables import STATUSES
-from pipelines.dagster_home import dagster_instance
+from pipelines.cli.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import CRM_RECONCILIATION
-from pipelines.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from pipelines.cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
 from resources.crm import NOT_CONFIGURED, CrmSettings, build_crm_resource
 from resources.settings import load_settings
 

@@ -13,10 +13,10 @@ import click
 import dagster as dg
 
 from assets.webhooks import BATCH_LIMIT, run_config
-from pipelines.command_checks import check_writable, fail
-from pipelines.dagster_home import dagster_instance
+from pipelines.cli.command_checks import check_writable, fail
+from pipelines.cli.dagster_home import dagster_instance
+from pipelines.cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
 from pipelines.definitions import build_resources, make_definitions
-from pipelines.in_process import QUIET_CONSOLE, failure_message, metadata_value
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from resources.inbox import InboxResource
 from resources.settings import API_KEY_ENV, SettingsError, load_settings, require_api_key

@@ -13,16 +13,18 @@ QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def failure_message(result: dg.ExecuteInProcessResult) -> str:
-    """The root cause of a failed run, one line (the exception's own message, without its class path)."""
-    for event in result.get_step_failure_events():
-        error = event.step_failure_data.error
+    """The root cause of a failed run, one line (the exception's own message, without its class path):
+    of the first failed step, else of the run itself (e.g. a resource that could not start)."""
+    errors = [event.step_failure_data.error for event in result.get_step_failure_events()]
+    failure = result.get_run_failure_event()
+    errors.append(getattr(failure.event_specific_data, "error", None) if failure is not None else None)
+    for error in errors:
         while error is not None and error.cause is not None:
             error = error.cause
         if error is not None:
             message = error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name
             qualified, _, rest = message.partition(": ")
             return rest if rest and qualified.split(".")[-1] == error.cls_name else message
-    failure = result.get_run_failure_event()
     return failure.message if failure is not None else "the run failed (see the Dagster logs)"
 
 
