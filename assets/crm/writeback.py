@@ -47,10 +47,6 @@ class CrmWriter(Protocol):
     def update_contacts(self, rows: list[dict[str, Any]]) -> Sequence[WriteResult]: ...
 
 
-def _crm_fields(rule: FieldRule) -> tuple[str, ...]:
-    return ("first_name", "last_name") if rule.crm_column == FULL_NAME else (rule.crm_column,)
-
-
 def plan_writeback(
     conn: duckdb.DuckDBPyConnection, rules: Iterable[FieldRule], kols_relation: str = "kols"
 ) -> pa.Table:

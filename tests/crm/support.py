@@ -7,7 +7,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from assets.crm.discrepancies import plant_discrepancies
+from salesforce_standin.discrepancies import plant_discrepancies
 from resources.crm.mapping import ContactMapping, to_batch
 
 FIRST = ["Anna", "Ben", "Chloé", "David", "Eva", "Farid", "Grace", "Hiro", "Inès", "Jonas"]

@@ -130,7 +130,7 @@ def test_runs_table_appends_and_result_is_replaced(reconciled):
 
 def test_sql_generator_plants_the_same_cases():
     """The benchmark's DuckDB generator: statuses come out as planted (sampled at 2,000 KOLs)."""
-    from assets.crm.discrepancies import generate_kols_sql, plant_discrepancies_sql
+    from salesforce_standin.discrepancies import generate_kols_sql, plant_discrepancies_sql
 
     conn = duckdb.connect()
     generate_kols_sql(conn, "kols", 2000, seed=3)

@@ -1,4 +1,5 @@
-"""Salesforce contacts generated from KOLs with planted discrepancies, and the status each should get.
+"""Salesforce contacts generated from KOLs with planted discrepancies, and the status each should get:
+the data `commops crm sandbox`, the demo, the CRM tests and benchmarks/reconciliation.py put in the stand-in.
 
 `plant_discrepancies` (dicts, for tests and the sandbox) picks round(len(kols) * rate) KOLs and
 gives them, round-robin, one planted case each, so every case appears once there are at least
@@ -17,7 +18,6 @@ from typing import Any
 import duckdb
 import pycountry
 
-from resources.sql import sql_literal
 
 # Planted case -> status of the KOL it is planted on (None: the KOL's own status is unaffected).
 CASES = (
@@ -181,7 +181,7 @@ WITH k AS (
   FROM {kols}
 ),
 base AS (
-  SELECT '003' || upper(left(md5(id || {sql_literal(str(seed))}), 15)) AS crm_id,
+  SELECT '003' || upper(left(md5(id || '{int(seed)}'), 15)) AS crm_id,
          regexp_extract(full_name, '^(.*) [^ ]+$', 1) AS first_name, regexp_extract(full_name, '([^ ]+)$', 1) AS last_name,
          CASE WHEN email IS NULL THEN 'crm.' || id || '@crm.example'  -- the CRM knows an email we do not
               WHEN case_no = 4 THEN '  ' || upper(email) || ' ' ELSE email END AS email,
