@@ -33,6 +33,8 @@ CASES = (
     "orphan",
     "id_conflict",
     "crm_only",
+    "other_email",
+    "namesake",
 )
 _ACCENTED = str.maketrans({"a": "á", "e": "é", "i": "í", "o": "ö", "u": "ü", "n": "ñ"})
 
@@ -75,8 +77,11 @@ def plant_discrepancies(
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Contacts for `kols` with planted cases, and the expected status per kol_id and per contact Id.
 
-    KOLs without email get a contact with a made-up email and no external id (expected: KOL
-    no_email, contact crm_only, which the KOL's candidates should name first).
+    KOLs without email alternate: every other one has no contact (no_email), the others a contact with a
+    made-up email and no external id: the same person, so a probable match (KOL and contact probable_match). "other_email": the KOL's only contact has a personal
+    email and the first name's initial (probable_match); "namesake": no contact for the KOL, but one of
+    another person with its name at another institution, city, phone and department (KOL missing_in_crm,
+    contact crm_only).
     """
     rng = random.Random(seed)
     kols = list(kols)
@@ -87,6 +92,7 @@ def plant_discrepancies(
     expected: dict[str, str] = {}
     own_contact: dict[str, dict[str, Any]] = {}  # kol_id -> the contact carrying its id as external id
     borrowed: set[str] = set()  # KOL ids an id_conflict contact carries instead of its own
+    without_email = 0
 
     def add(contact: dict[str, Any], status: str) -> None:
         contacts.append(contact)
@@ -96,9 +102,13 @@ def plant_discrepancies(
         kol_id = kol["id"]
         contact = _contact(kol, _salesforce_id(rng), external_id_field)
         if not kol.get("email"):
+            without_email += 1
+            if without_email % 2:
+                expected[kol_id] = "no_email"
+                continue
             contact["Email"], contact[external_id_field] = f"{kol_id}@crm-only.example", None
-            expected[kol_id] = "no_email"
-            add(contact, "crm_only")
+            expected[kol_id] = "probable_match"
+            add(contact, "probable_match")
             continue
         case = case_of.get(index)
         if case == "missing":
@@ -132,6 +142,17 @@ def plant_discrepancies(
         elif case == "orphan":
             add(dict(contact, Id=_salesforce_id(rng), Email=f"orphan.{kol_id}@crm.example",
                      **{external_id_field: "kol_gone_" + kol_id}), "orphan_in_crm")
+        elif case == "other_email":
+            contact["Email"] = f"{(contact['LastName'] or 'x').lower()}.{kol_id[-4:]}@gmail.com"
+            contact["FirstName"] = (contact["FirstName"] or "X")[0] + "."
+            contact[external_id_field], status = None, "probable_match"
+        elif case == "namesake":
+            add(dict(contact, Id=_salesforce_id(rng), Email=f"namesake.{kol_id}@elsewhere.example",
+                     **{"Account.Name": "Clinique du Parc", "MailingCity": "Lausanne", "MailingState": None,
+                        "MailingCountry": contact["MailingCountry"], "Phone": "+41 21 555 01 99",
+                        "Department": "Dermatology", "Title": "Resident", external_id_field: None}), "crm_only")
+            expected[kol_id] = "missing_in_crm"
+            continue
         elif case == "crm_only":
             add(dict(contact, Id=_salesforce_id(rng), Email=f"stranger.{kol_id}@crm.example",
                      FirstName="Stranger", **{external_id_field: None}), "crm_only")
