@@ -147,10 +147,10 @@ SELECT id,
        crm_text(department) AS dept, crm_text(title) AS title,
        last_modified, external_id, completeness
 FROM named LEFT JOIN pm_regions r ON r.country = named.country""")
-    # Nickname groups of the first name (the name itself when the table does not know it).
+    # The first name and its nickname groups (Bill: bill, william).
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {table}_fc AS
-SELECT f.id, CASE WHEN count(n.canon) = 0 THEN [any_value(f.fn)] ELSE list(DISTINCT n.canon) END AS fc
+SELECT f.id, list_distinct(list_prepend(any_value(f.fn), list(n.canon) FILTER (WHERE n.canon IS NOT NULL))) AS fc
 FROM {table}_base f LEFT JOIN pm_nicknames n ON n.name = f.fn WHERE f.fn IS NOT NULL GROUP BY f.id""")
     # Metaphone codes, once per distinct token (names repeat: far fewer tokens than records).
     if not _has(conn, "pm_phonetic"):

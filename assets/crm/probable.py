@@ -30,12 +30,13 @@ from rapidfuzz import fuzz, process
 from assets.crm import features
 
 BLOCK_CAP = 100
-DEFAULT_THRESHOLD = 0.9  # chosen from benchmarks/crm_matching.py (docs/crm-decisions-reconciliation.md)
+DEFAULT_THRESHOLD = 0.96  # the lowest of the benchmark grid with precision >= 0.98 on seed 1 (docs/crm-decisions-reconciliation.md)
 # Share of the unmatched KOLs assumed to have a contact among the unmatched contacts (the prior).
 PRIOR_SHARE = 0.5
 # Share of contacts assumed to have a duplicate (the prior of a contact-contact pair).
 DUPLICATE_SHARE = 0.05
 MAX_BITS = 14.0  # no single field says more than this
+GENERIC_SHARE = 0.01  # an institution word in more names than this says nothing about the place
 
 
 def _bits(m: float, u: float) -> float:
@@ -45,19 +46,20 @@ def _bits(m: float, u: float) -> float:
 # log2(m/u) of the levels with a fixed u; exact names, phones and institutions use their frequency.
 W = {
     "first_nickname": _bits(0.06, 0.003), "first_typo": _bits(0.04, 0.01), "first_initial": _bits(0.05, 0.004),
-    "first_differ": _bits(0.02, 0.95),
+    "first_differ": _bits(0.005, 0.95),
     "last_part": _bits(0.05, 0.002), "last_typo": _bits(0.06, 0.003), "last_differ": _bits(0.04, 0.99),
     "swapped": -2.0,
     "phone_differ": _bits(0.45, 1.0),
-    "email_equal": MAX_BITS, "local_named": _bits(0.3, 0.15), "local_other": 9.0, "local_similar": _bits(0.1, 0.02),
+    "email_equal": MAX_BITS, "local_named": _bits(0.3, 0.25), "local_other": 9.0, "local_similar": _bits(0.1, 0.02),
     "email_differ": _bits(0.6, 1.0), "domain_equal": _bits(0.3, 0.05), "domain_differ": _bits(0.6, 0.9),
     "institution_similar": _bits(0.15, 0.01), "city_equal": _bits(0.15, 0.02), "country_differ": _bits(0.05, 0.7),
     "place_differ": _bits(0.25, 0.97),
-    "department_equal": _bits(0.7, 0.15), "department_differ": _bits(0.1, 0.85),
+    "department_equal": _bits(0.7, 0.15), "department_differ": _bits(0.05, 0.85),
     "title_equal": _bits(0.55, 0.1), "title_similar": _bits(0.2, 0.1), "title_differ": _bits(0.25, 0.85),
 }
 M_EXACT = {"first": 0.85, "last": 0.85, "phone": 0.5, "institution": 0.6}
 U_FLOOR = {"first": 1e-3, "last": 2e-4, "phone": 1e-5, "institution": 5e-4}
+CAP = {"first": 7.0, "last": 11.0, "phone": 12.0, "institution": 9.0}
 
 
 def keys(conn: duckdb.DuckDBPyConnection, table: str) -> None:
@@ -92,16 +94,26 @@ WHERE (NOT starts_with(l.key, 'i') OR l.probe OR r.probe) {"AND l.id < r.id" if 
 
 
 def _text_similarity(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str) -> None:
-    """TEMP table pm_sim (x, y, sim): rapidfuzz token_set_ratio / 100 of the distinct institution and title
-    pairs that are not equal (word order and extra words such as 'University Hospital' do not count)."""
+    """TEMP table pm_sim (x, y, sim) of the distinct institution and title pairs that are not equal:
+    rapidfuzz's token_set_ratio / 100 (word order and extra words do not count), institutions without
+    their generic words (pm_generic: words in more than GENERIC_SHARE of the institution names, such as
+    Hospital or Klinikum, so that "Klinikum Augsburg" and "Klinikum Passau" are two places)."""
     rows = conn.execute(f"""
-SELECT DISTINCT x, y FROM (
-  SELECT a.inst AS x, b.inst AS y FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
-  UNION ALL SELECT a.title, b.title FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
+SELECT DISTINCT x, y, kind FROM (
+  SELECT a.inst AS x, b.inst AS y, 'inst' AS kind FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
+  UNION ALL SELECT a.title, b.title, 'title' FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
 ) WHERE x IS NOT NULL AND y IS NOT NULL AND x <> y""").fetchall()
-    xs, ys = [x for x, _ in rows], [y for _, y in rows]
-    sims = process.cpdist(xs, ys, scorer=fuzz.token_set_ratio, workers=-1) / 100 if xs else []
-    conn.register("pm_sim_arrow", pa.table({"x": xs, "y": ys, "sim": pa.array(list(sims), pa.float64())}))
+    generic = {row[0] for row in conn.execute("SELECT word FROM pm_generic").fetchall()}
+
+    def distinctive(text: str) -> str:
+        words = [word for word in text.split() if word not in generic]
+        return " ".join(words) or text
+
+    xs = [distinctive(x) if kind == "inst" else x for x, _, kind in rows]
+    ys = [distinctive(y) if kind == "inst" else y for _, y, kind in rows]
+    sims = process.cpdist(xs, ys, scorer=fuzz.token_set_ratio, workers=-1) / 100 if rows else []
+    conn.register("pm_sim_arrow", pa.table({"x": [r[0] for r in rows], "y": [r[1] for r in rows],
+                                            "sim": pa.array(list(sims), pa.float64())}))
     conn.execute("CREATE OR REPLACE TEMP TABLE pm_sim AS SELECT * FROM pm_sim_arrow")
     conn.unregister("pm_sim_arrow")
 
@@ -112,10 +124,15 @@ def frequencies(conn: duckdb.DuckDBPyConnection, population: str) -> None:
     for name, column in (("fn", "fn"), ("ln", "ln"), ("phone", "phone"), ("inst", "inst")):
         conn.execute(f"CREATE OR REPLACE TEMP TABLE pm_tf_{name} AS SELECT {column} AS v, count(*) / {total} AS u "
                      f"FROM {population} WHERE {column} IS NOT NULL GROUP BY ALL")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE pm_generic AS
+WITH names AS (SELECT DISTINCT inst FROM {population} WHERE inst IS NOT NULL)
+SELECT word FROM (SELECT DISTINCT inst, unnest(string_split(inst, ' ')) AS word FROM names)
+GROUP BY word HAVING count(*) > {GENERIC_SHARE} * (SELECT count(*) FROM names) AND (SELECT count(*) FROM names) >= 50""")
 
 
 def _exact(kind: str, u_sql: str) -> str:
-    return f"least({MAX_BITS}, log2({M_EXACT[kind]} / greatest(coalesce({u_sql}, 0), {U_FLOOR[kind]})))"
+    return f"least({CAP[kind]}, log2({M_EXACT[kind]} / greatest(coalesce({u_sql}, 0), {U_FLOOR[kind]})))"
 
 
 def score(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str, prior: float, out: str) -> None:
@@ -152,11 +169,13 @@ levels AS (
       AS phone_level,
     CASE WHEN a_email IS NULL OR b_email IS NULL THEN 'missing'
          WHEN a_email = b_email THEN 'equal'
-         WHEN a_local = b_local THEN CASE WHEN (a_ln IS NOT NULL AND contains(a_local, replace(a_ln, ' ', '')))
-                                            OR (a_fn IS NOT NULL AND length(a_fn) > 2 AND contains(a_local, a_fn))
-                                          THEN 'local_named' ELSE 'local_other' END
-         WHEN {jw}(a_local, b_local) >= 0.92 OR replace(a_local, '.', '') = replace(b_local, '.', '')
-           THEN 'local_similar' ELSE 'differ' END AS email_level,
+         -- a local part made of the name (john.smith, jsmith2) says what the name says already
+         WHEN a_local = b_local OR {jw}(a_local, b_local) >= 0.92 OR regexp_replace(a_local, '[^a-z]', '', 'g')
+                                                                      = regexp_replace(b_local, '[^a-z]', '', 'g')
+           THEN CASE WHEN (a_ln IS NOT NULL AND contains(a_local, replace(a_ln, ' ', '')))
+                       OR (a_fn IS NOT NULL AND length(a_fn) > 2 AND contains(a_local, a_fn)) THEN 'local_named'
+                     WHEN a_local = b_local THEN 'local_other' ELSE 'local_similar' END
+         ELSE 'differ' END AS email_level,
     CASE WHEN a_domain IS NULL OR b_domain IS NULL OR a_email = b_email THEN 'missing'
          WHEN a_domain = b_domain THEN CASE WHEN list_contains({webmail}, a_domain) THEN 'missing' ELSE 'equal' END
          ELSE 'differ' END AS domain_level,
@@ -166,7 +185,7 @@ levels AS (
 ),
 placed AS (
   SELECT *,
-    CASE WHEN inst_sim >= 0.9 THEN 'same_institution' WHEN inst_sim >= 0.75 THEN 'similar_institution'
+    CASE WHEN inst_sim >= 0.9 THEN 'same_institution' WHEN inst_sim >= 0.85 THEN 'similar_institution'
          WHEN a_city IS NOT NULL AND a_city = b_city THEN 'same_city'
          WHEN a_country IS NOT NULL AND b_country IS NOT NULL AND a_country <> b_country THEN 'other_country'
          WHEN inst_sim IS NOT NULL THEN 'other_institution' ELSE 'missing' END AS place_level,
