@@ -199,7 +199,7 @@ def _ascii_local(text: str) -> str:
 
 
 def institutions(rng: random.Random, n: int) -> dict[str, list[Institution]]:
-    """About n / 20 institutions, per country in proportion to its KOLs."""
+    """About n / 20 institutions, per country in proportion to its KOLs (fewer where Faker knows few cities)."""
     result: dict[str, list[Institution]] = {}
     for country, (locale, share, *_rest) in COUNTRIES.items():
         faker = Faker(locale)
@@ -207,7 +207,9 @@ def institutions(rng: random.Random, n: int) -> dict[str, list[Institution]]:
         count = max(3, round(n / 20 * share))
         seen: set[str] = set()
         made = []
-        while len(made) < count:
+        attempts = 0
+        while len(made) < count and attempts < 20 * count:  # a locale with few cities has fewer, bigger institutions
+            attempts += 1
             city = anyascii(faker.city()) if COUNTRIES[country][4] != "latin" else faker.city()
             name = rng.choice(HOSPITAL_FORMS[country]).format(c=city, s=rng.choice(SAINTS), n=rng.randint(1, 60))
             if name in seen:

@@ -1,7 +1,8 @@
 """Duplicate sets within the CRM: contacts the probable-match rule says are one person.
 
 Every contact is compared with the contacts it shares a blocking key with (probable.py: the same
-keys and scores as KOL-contact pairs; an equal email is one more agreeing field). Pairs scoring at
+keys, less the institution ones, and the same scores as KOL-contact pairs; an equal email is one
+more agreeing field), when their names can be one person's and another field agrees too. Pairs scoring at
 least the threshold are edges; connected contacts form one set, `duplicate_set_id` = 'dup-' and the
 smallest contact id of the set. Each set gets a suggested master, by the first rule that tells its
 contacts apart: has the external id (the KOL link), most complete (non-empty fields), most recently
@@ -28,7 +29,9 @@ def find(conn: duckdb.DuckDBPyConnection, threshold: float, live_kols: str) -> i
     set, from the prepared contact features; `live_kols` is a relation of the KOL ids (kol_id) an external
     id may name. Returns the number of sets."""
     contacts = probable.CONTACT_FEATURES
-    probable.pairs(conn, contacts, None, "_dup_pairs")
+    # Institution keys (same first or last name at one institution) would pair every colleague: left out here.
+    probable.pairs(conn, contacts, None, "_dup_pairs", kinds="niep")
+    probable.name_compatible(conn, "_dup_pairs", contacts, contacts, corroborated=True)
     total = conn.execute(f"SELECT count(*) FROM {contacts}").fetchone()[0]
     probable.score(conn, "_dup_pairs", contacts, contacts, probable.prior_bits(probable.DUPLICATE_SHARE, total),
                    "_dup_scored")

@@ -96,13 +96,14 @@ MACROS = (
     # E.164 from a written phone and the record's ISO country: an extension is cut, '+'/'00' numbers keep
     # their calling code, national numbers lose their region's national prefix and get its calling code.
     "pm_digits(x) AS regexp_replace(regexp_replace(lower(x), '(ext|x|#|poste|durchwahl).*$', ''), '[^0-9]', '', 'g')",
-    "pm_e164(x, calling_code, national_prefix) AS CASE "
-    "WHEN x IS NULL OR length(pm_digits(x)) < 6 THEN NULL "
-    "WHEN starts_with(trim(x), '+') THEN '+' || pm_digits(x) "
-    "WHEN starts_with(pm_digits(x), '00') THEN '+' || substr(pm_digits(x), 3) "
+    # d: the digits (pm_digits(x)), computed once by the caller; plus: the number was written with a '+'
+    "pm_e164(d, plus, calling_code, national_prefix) AS CASE "
+    "WHEN d IS NULL OR length(d) < 6 THEN NULL "
+    "WHEN plus THEN '+' || d "
+    "WHEN starts_with(d, '00') THEN '+' || substr(d, 3) "
     "WHEN calling_code IS NULL THEN NULL "
-    "ELSE '+' || calling_code || CASE WHEN national_prefix IS NOT NULL AND starts_with(pm_digits(x), national_prefix) "
-    "AND length(pm_digits(x)) > 8 THEN substr(pm_digits(x), length(national_prefix) + 1) ELSE pm_digits(x) END END",
+    "ELSE '+' || calling_code || CASE WHEN national_prefix IS NOT NULL AND starts_with(d, national_prefix) "
+    "AND length(d) > 8 THEN substr(d, length(national_prefix) + 1) ELSE d END END",
 )
 
 
@@ -126,13 +127,30 @@ def _metaphone(tokens: list[str]) -> list[str]:
 def build(conn: duckdb.DuckDBPyConnection, table: str, source_sql: str) -> None:
     """Create TEMP table `table` of features from `source_sql`, a query with the columns id, full_name (a
     name in one piece: its first token is the first name) or first and last, email, phone, institution,
-    city, country (ISO alpha-2), department, title, last_modified, external_id and completeness."""
+    city, country (ISO alpha-2), department, title, last_modified, external_id and completeness.
+
+    Names, institutions, cities, departments and titles repeat across records, so each distinct value
+    is normalized once (the regexes, and Python for other scripts) and joined back."""
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE {table}_src AS {source_sql}")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE {table}_names AS
+SELECT v, pm_tokens(v) AS tokens
+FROM (SELECT full_name AS v FROM {table}_src UNION SELECT first FROM {table}_src UNION SELECT last FROM {table}_src)
+WHERE v IS NOT NULL""")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE {table}_texts AS
+SELECT v, crm_text(v) AS key
+FROM (SELECT institution AS v FROM {table}_src UNION SELECT city FROM {table}_src UNION SELECT department FROM {table}_src
+      UNION SELECT title FROM {table}_src) WHERE v IS NOT NULL""")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {table}_base AS
-WITH src AS ({source_sql}),
-split AS (SELECT *, pm_tokens(coalesce(full_name, first)) AS t0 FROM src),
-named AS (SELECT *, CASE WHEN full_name IS NOT NULL THEN t0[1:1] ELSE t0 END AS ft,
-                    CASE WHEN full_name IS NOT NULL THEN t0[2:] ELSE pm_tokens(last) END AS lt FROM split)
+WITH named AS (
+  SELECT s.*, pm_digits(s.phone) AS digits, CASE WHEN s.full_name IS NOT NULL THEN nf.tokens[1:1] ELSE nfirst.tokens END AS ft,
+         CASE WHEN s.full_name IS NOT NULL THEN nf.tokens[2:] ELSE nlast.tokens END AS lt
+  FROM {table}_src s
+  LEFT JOIN {table}_names nf ON nf.v = s.full_name LEFT JOIN {table}_names nfirst ON nfirst.v = s.first
+  LEFT JOIN {table}_names nlast ON nlast.v = s.last
+)
 SELECT id,
        nullif(ft[1], '') AS fn,
        CASE WHEN len(ft) > 0 THEN left(ft[1], 1) END AS fi,
@@ -142,16 +160,20 @@ SELECT id,
        nullif(lower(trim(email)), '') AS email,
        nullif(split_part(lower(trim(email)), '@', 1), '') AS em_local,
        nullif(split_part(lower(trim(email)), '@', 2), '') AS em_domain,
-       pm_e164(phone, r.calling_code, r.national_prefix) AS phone,
-       crm_text(institution) AS inst, crm_text(city) AS city, named.country,
-       crm_text(department) AS dept, crm_text(title) AS title,
+       pm_e164(digits, starts_with(trim(phone), '+'), r.calling_code, r.national_prefix) AS phone,
+       ti.key AS inst, tc.key AS city, named.country, td.key AS dept, tt.key AS title,
        last_modified, external_id, completeness
-FROM named LEFT JOIN pm_regions r ON r.country = named.country""")
+FROM named LEFT JOIN pm_regions r ON r.country = named.country
+LEFT JOIN {table}_texts ti ON ti.v = named.institution LEFT JOIN {table}_texts tc ON tc.v = named.city
+LEFT JOIN {table}_texts td ON td.v = named.department LEFT JOIN {table}_texts tt ON tt.v = named.title""")
+    for part in ("src", "names", "texts"):
+        conn.execute(f"DROP TABLE {table}_{part}")
     # The first name and its nickname groups (Bill: bill, william).
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {table}_fc AS
-SELECT f.id, list_distinct(list_prepend(any_value(f.fn), list(n.canon) FILTER (WHERE n.canon IS NOT NULL))) AS fc
-FROM {table}_base f LEFT JOIN pm_nicknames n ON n.name = f.fn WHERE f.fn IS NOT NULL GROUP BY f.id""")
+WITH firsts AS (SELECT DISTINCT fn FROM {table}_base WHERE fn IS NOT NULL)
+SELECT f.fn, list_distinct(list_prepend(f.fn, list(n.canon) FILTER (WHERE n.canon IS NOT NULL))) AS fc
+FROM firsts f LEFT JOIN pm_nicknames n ON n.name = f.fn GROUP BY f.fn""")
     # Metaphone codes, once per distinct token (names repeat: far fewer tokens than records).
     if not _has(conn, "pm_phonetic"):
         conn.execute("CREATE TEMP TABLE pm_phonetic (token VARCHAR, code VARCHAR)")
@@ -164,12 +186,13 @@ WHERE t IS NOT NULL AND t NOT IN (SELECT token FROM pm_phonetic)""").fetchall()]
         conn.unregister("pm_phonetic_arrow")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {table} AS
-WITH l AS (SELECT id, list(DISTINCT p.code) AS lp FROM (SELECT id, unnest(lt) AS t FROM {table}_base) u
-           JOIN pm_phonetic p ON p.token = u.t GROUP BY id),
-     c AS (SELECT id, list(DISTINCT p.code) AS fp FROM (SELECT id, unnest(fc) AS t FROM {table}_fc) u
-           JOIN pm_phonetic p ON p.token = u.t GROUP BY id)
-SELECT f.*, fc.fc, c.fp, l.lp
-FROM {table}_base f LEFT JOIN {table}_fc fc USING (id) LEFT JOIN c USING (id) LEFT JOIN l USING (id)""")
+WITH fp AS (SELECT fn, list(DISTINCT p.code) AS fp FROM (SELECT fn, unnest(fc) AS t FROM {table}_fc) u
+            JOIN pm_phonetic p ON p.token = u.t GROUP BY fn),
+     lp AS (SELECT ln, list(DISTINCT p.code) AS lp
+            FROM (SELECT DISTINCT ln, lt FROM {table}_base WHERE ln IS NOT NULL) d, unnest(d.lt) u(t)
+            JOIN pm_phonetic p ON p.token = u.t GROUP BY ln)
+SELECT f.*, fc.fc, fp.fp, lp.lp
+FROM {table}_base f LEFT JOIN {table}_fc fc USING (fn) LEFT JOIN fp USING (fn) LEFT JOIN lp USING (ln)""")
     conn.execute(f"DROP TABLE {table}_fc")
     conn.execute(f"DROP TABLE {table}_base")
 

@@ -28,9 +28,10 @@ import pyarrow as pa
 from rapidfuzz import fuzz, process
 
 from assets.crm import features
+from resources.crm.base import DEFAULT_MATCH_THRESHOLD
 
 BLOCK_CAP = 100
-DEFAULT_THRESHOLD = 0.96  # the lowest of the benchmark grid with precision >= 0.98 on seed 1 (docs/crm-decisions-reconciliation.md)
+DEFAULT_THRESHOLD = DEFAULT_MATCH_THRESHOLD
 # Share of the unmatched KOLs assumed to have a contact among the unmatched contacts (the prior).
 PRIOR_SHARE = 0.5
 # Share of contacts assumed to have a duplicate (the prior of a contact-contact pair).
@@ -78,19 +79,49 @@ SELECT DISTINCT id, key, probe FROM (
 )""")
 
 
-def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str) -> int:
-    """TEMP table `out` (a, b): the distinct pairs sharing a key (ids of `left` and `right`; with right
-    None, pairs within `left`, a < b). Returns the pair count."""
+def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str, kinds: str = "niepfl") -> int:
+    """TEMP table `out` (a, b): the distinct pairs sharing a key of one of `kinds` (ids of `left` and `right`;
+    with right None, pairs within `left`, a < b). Returns the pair count."""
     same = right is None
     right = right or left
+    capped = "key IN (SELECT key FROM {t}_keys GROUP BY key HAVING count(*) <= " + str(BLOCK_CAP) + ")"
+    wanted = "[" + ", ".join(f"'{k}'" for k in kinds) + "]"
+    order = "AND l.id < r.id" if same else ""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {out} AS
-WITH lk AS (SELECT * FROM {left}_keys WHERE key IN (SELECT key FROM {left}_keys GROUP BY key HAVING count(*) <= {BLOCK_CAP})),
-     rk AS (SELECT * FROM {right}_keys WHERE key IN (SELECT key FROM {right}_keys GROUP BY key HAVING count(*) <= {BLOCK_CAP}))
-SELECT DISTINCT l.id AS a, r.id AS b
-FROM lk l JOIN rk r ON r.key = l.key
-WHERE (NOT starts_with(l.key, 'i') OR l.probe OR r.probe) {"AND l.id < r.id" if same else ""}""")
-    return conn.execute(f"SELECT count(*) FROM {out}").fetchone()[0]
+WITH lk AS (SELECT * FROM {left}_keys WHERE list_contains({wanted}, left(key, 1)) AND {capped.format(t=left)}),
+     rk AS (SELECT * FROM {right}_keys WHERE list_contains({wanted}, left(key, 1)) AND {capped.format(t=right)})
+SELECT DISTINCT a, b FROM (
+  SELECT l.id AS a, r.id AS b FROM lk l JOIN rk r ON r.key = l.key WHERE NOT starts_with(l.key, 'i') {order}
+  -- a last name + initial key pairs only a record that gives just an initial with the others
+  UNION ALL SELECT l.id, r.id FROM (SELECT * FROM lk WHERE probe) l JOIN rk r ON r.key = l.key WHERE l.id <> r.id
+  UNION ALL SELECT l.id, r.id FROM lk l JOIN (SELECT * FROM rk WHERE probe) r ON r.key = l.key WHERE l.id <> r.id
+) WHERE {"a < b" if same else "true"}""")
+    return conn.execute(f"SELECT count(*) FROM {out}").fetchall()[0][0]
+
+
+def name_compatible(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str,
+                    corroborated: bool = False) -> None:
+    """Keep only the pairs whose names can be one person's (first names equal, nicknames, typos or an
+    initial; last names equal, sharing a part or typos; or the two swapped): no other evidence outweighs
+    two different names, and scoring is the costly part. `corroborated` (two contacts): also some field
+    besides the name agrees (phone, email or its local part, institution, email domain or city), as two
+    records of one person in one CRM nearly always share one, and a name alone never is a duplicate."""
+    jw = "jaro_winkler_similarity"
+    corroboration = ("AND (a.phone = b.phone OR a.em_local = b.em_local OR a.inst = b.inst OR a.city = b.city "
+                     "OR a.em_domain = b.em_domain OR jaro_winkler_similarity(a.em_local, b.em_local) >= 0.92)"
+                     if corroborated else "")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE {pair_table} AS
+SELECT p.a, p.b FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
+WHERE (a.fn IS NULL OR b.fn IS NULL OR a.fi = b.fi AND (a.initial_only OR b.initial_only OR a.fn = b.fn
+         OR list_has_any(a.fc, b.fc) OR {jw}(a.fn, b.fn) >= 0.9) OR list_has_any(a.fc, b.fc))
+  AND (a.ln IS NULL OR b.ln IS NULL OR a.ln = b.ln OR list_has_any(a.lt, b.lt) OR {jw}(a.ln, b.ln) >= 0.9)
+   OR (list_contains(b.lt, a.fn) OR {jw}(a.fn, b.ln) >= 0.92) AND (list_contains(a.lt, b.fn) OR {jw}(a.ln, b.fn) >= 0.92)""")
+    if corroboration:
+        conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE {pair_table} AS
+SELECT p.a, p.b FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b WHERE true {corroboration}""")
 
 
 def _text_similarity(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str) -> None:

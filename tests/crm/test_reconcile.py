@@ -140,11 +140,13 @@ def test_sql_generator_plants_the_same_cases():
     plant_discrepancies_sql(conn, "kols", "contacts", 0.3, seed=3)
     result = reconcile(conn, "kols", "contacts", run_id="sql")
     for status in ("matched", "conflict", "missing_in_crm", "crm_only", "duplicate_in_crm", "orphan_in_crm", "id_conflict",
-                   "no_email"):
+                   "probable_match"):
         assert result.counts[status] > 0, status
-    with_candidates = conn.execute("SELECT count(*) FROM kol_crm_reconciliation WHERE status = 'no_email' "
-                                   "AND candidates IS NOT NULL").fetchone()[0]
-    assert with_candidates == result.counts["no_email"]
+    # the KOLs without email have a contact of their own under an email the warehouse lacks: probable matches
+    without_email = conn.execute("SELECT count(*) FROM kols WHERE email IS NULL").fetchone()[0]
+    paired = conn.execute("SELECT count(*) FROM kol_crm_reconciliation JOIN kols ON id = kol_id "
+                          "WHERE email IS NULL AND status = 'probable_match' AND kol_primary").fetchone()[0]
+    assert without_email and paired == without_email and result.counts["no_email"] == 0
     assert result.counts["matched"] + result.counts["conflict"] > 1400
 
 
