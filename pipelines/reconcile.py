@@ -140,7 +140,9 @@ def run_review(action: str, kol_id: str, crm_id: str, data_dir: str | os.PathLik
         elif old == kol_id:
             done, audit = False, None
         else:
-            audit = review.confirm(crm, kol_id, crm_id, old)  # outside the writer lock: Salesforce may be slow
+            # outside the writer lock (Salesforce may be slow) and outside a run: the EnvVar secrets resolved here
+            with crm.process_config_and_initialize_cm() as live:
+                audit = review.confirm(live, kol_id, crm_id, old)
             done = True
     except review.ReviewError as error:
         raise ReconcileError(str(error)) from None

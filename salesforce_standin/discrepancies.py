@@ -227,3 +227,81 @@ UNION ALL
 SELECT '003X' || upper(left(md5(id || 'crm'), 14)), 'Stranger', last_name, 'stranger.' || id || '@crm.example', title,
        phone, department, institution, city, state, country, last_modified, NULL, NULL
 FROM base WHERE case_no = 2""")
+
+
+# Latin -> Cyrillic, to write a KOL's name the way a Russian-speaking CRM user might.
+_TO_CYRILLIC = str.maketrans({"a": "а", "b": "б", "c": "к", "d": "д", "e": "е", "f": "ф", "g": "г", "h": "х", "i": "и",
+                              "j": "дж", "k": "к", "l": "л", "m": "м", "n": "н", "o": "о", "p": "п", "q": "к", "r": "р",
+                              "s": "с", "t": "т", "u": "у", "v": "в", "w": "в", "x": "кс", "y": "й", "z": "з"})
+# The kinds of "same person, other email" planted by plant_probable_matches, in order.
+PROBABLE_KINDS = ("nickname", "initial", "transliteration", "typo", "swapped", "double_surname", "moved", "local_phone")
+NICKNAMES = {"Anna": "Annie", "Benjamin": "Ben", "Christopher": "Chris", "David": "Dave", "Elizabeth": "Liz",
+             "William": "Bill", "Katherine": "Kate", "Robert": "Bob", "Margaret": "Peggy", "James": "Jim",
+             "Michael": "Mike", "Thomas": "Tom", "Richard": "Dick", "Joseph": "Joe", "Daniel": "Dan", "Jennifer": "Jen"}
+
+
+def _cyrillic(name: str) -> str:
+    for latin, cyrillic in (("th", "т"), ("ch", "ч"), ("sh", "ш"), ("ph", "ф")):
+        name = name.lower().replace(latin, cyrillic)
+    return name.translate(_TO_CYRILLIC).title()
+
+
+def _local_phone(phone: str | None, country: str | None) -> str | None:
+    """A +CC number written the national way (trunk 0 where the country dials one)."""
+    if not phone or not phone.startswith("+"):
+        return phone
+    digits = re.sub(r"[^0-9]", "", phone)
+    if digits.startswith("1") and country == "US":
+        return f"({digits[1:4]}) {digits[4:7]}-{digits[7:]}"
+    for code, trunk in (("49", "0"), ("44", "0"), ("33", "0"), ("39", ""), ("34", ""), ("31", "0")):
+        if digits.startswith(code):
+            return trunk + digits[len(code):]
+    return phone
+
+
+def plant_probable_matches(kols: Iterable[dict[str, Any]], external_id_field: str = "KOL_Id__c",
+                           ) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]], dict[str, str]]:
+    """Contacts for `kols` (faithful ones) where one KOL per kind of PROBABLE_KINDS has, instead, a contact
+    under another email with that difference, and two other KOLs have a namesake: another person of that
+    name at another institution, in another city, with another phone and department. Returns the contacts,
+    {kind: (kol_id, contact Id)} of the planted pairs and {namesake contact Id: kol_id it is named after}."""
+    rng = random.Random(23)
+    kols = [kol for kol in kols if kol.get("email") and kol.get("full_name") and " " in kol["full_name"]]
+    contacts = [_contact(kol, _salesforce_id(rng), external_id_field) for kol in kols]
+    planted: dict[str, tuple[str, str]] = {}
+    used: set[int] = set()
+    for kind in PROBABLE_KINDS:
+        fits = [i for i in range(len(kols)) if i not in used]
+        if kind == "nickname":  # a KOL whose first name has a well-known nickname, renamed to it
+            fits = [i for i in fits if kols[i]["full_name"].split()[0] in NICKNAMES] or fits
+        index = fits[0]
+        used.add(index)
+        kol, contact = kols[index], contacts[index]
+        first, last = contact["FirstName"] or "", contact["LastName"] or ""
+        contact.update({"Email": f"{last.lower() or 'x'}.{first[:1].lower()}{index}@gmail.com", external_id_field: None})
+        if kind == "nickname":
+            contact["FirstName"] = NICKNAMES.get(first.split()[0], first)
+        elif kind == "initial":
+            contact["FirstName"] = first[:1] + "."
+        elif kind == "transliteration":
+            contact["FirstName"], contact["LastName"] = (_cyrillic(first), _cyrillic(last))
+        elif kind == "typo" and len(last) > 3:
+            contact["LastName"] = last[:2] + last[3] + last[2] + last[4:]
+        elif kind == "swapped":
+            contact["FirstName"], contact["LastName"] = last, first
+        elif kind == "double_surname":
+            contact["LastName"] = f"{last}-Moreau"
+        elif kind == "moved":  # the CRM still has the former institution and city; the mobile phone stayed
+            contact.update({"Account.Name": "Hôpital Saint-Louis", "MailingCity": "Paris", "MailingState": None})
+        elif kind == "local_phone":
+            contact["Phone"] = _local_phone(kol.get("phone"), (kol.get("location") or {}).get("country"))
+        planted[kind] = (kol["id"], contact["Id"])
+    namesakes: dict[str, str] = {}
+    for kol in [kol for i, kol in enumerate(kols) if i not in used][2:4]:
+        twin = _contact(kol, _salesforce_id(rng), external_id_field)
+        twin.update({"Email": f"{(twin['LastName'] or 'x').lower()}@clinique-du-lac.example", "Phone": "+41 21 555 01 99",
+                     "Account.Name": "Clinique du Lac", "MailingCity": "Lausanne", "MailingState": None,
+                     "MailingCountry": "CH", "Department": "Dermatology", "Title": "Resident", external_id_field: None})
+        contacts.append(twin)
+        namesakes[twin["Id"]] = kol["id"]
+    return contacts, planted, namesakes

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import subprocess
+import sys
 
 import pyarrow as pa
 import pytest
@@ -88,3 +91,33 @@ def test_csv_crm_refuses_write_back(tmp_path):
     assert resource.source_name == f"csv {tmp_path / 'x.csv'}"
     with pytest.raises(CrmError, match="write-back needs Salesforce"):
         resource.upsert_contacts([{"external_id": "kol_1"}])
+
+
+def _commops_reconcile(data_dir, export) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SALESFORCE_")}
+    env.update(COMMOPS_CRM_CSV=str(export), COMMOPS_DATA_DIR=str(data_dir))
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "reconcile"], env=env, capture_output=True, text=True,
+                          timeout=180)
+
+
+def test_commops_reconcile_takes_a_data_loader_export_and_refuses_broken_ones_in_one_line(standin, data_dir, tmp_path):
+    loader = tmp_path / "extract.csv"  # Data Loader: upper-case API names, every value quoted, no BOM
+    write_export(loader, standin.contacts()[:120], EXPORT_COLUMNS, header=[c.upper() for c in EXPORT_COLUMNS], bom=False)
+    done = _commops_reconcile(data_dir, loader)
+    assert done.returncode == 0, done.stderr
+    assert "120 contacts from csv" in done.stdout and "--apply" not in done.stdout
+    assert "the CRM is a CSV export: nothing can be written back" in done.stdout
+
+    labels = ["Contact ID", "First Name", "Last Name", "Title", "Phone", "Department", "Account Name", "Mailing City",
+              "Mailing State/Province"]
+    partial = tmp_path / "report.csv"
+    write_export(partial, standin.contacts()[:3], [c for c in EXPORT_COLUMNS[:11] if c not in ("Email", "MailingCountry")],
+                 header=labels)
+    refused = _commops_reconcile(data_dir, partial)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert f"lacks the columns Email, MailingCountry (found: {', '.join(labels)})" in refused.stderr
+
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    said = _commops_reconcile(data_dir, empty)
+    assert said.returncode == 1 and said.stderr.count("\n") == 1 and f"CRM export {empty} is empty" in said.stderr
