@@ -30,7 +30,7 @@ def find(conn: duckdb.DuckDBPyConnection, threshold: float, live_kols: str) -> i
     id may name. Returns the number of sets."""
     contacts = probable.CONTACT_FEATURES
     # Institution keys (same first or last name at one institution) would pair every colleague: left out here.
-    probable.pairs(conn, contacts, None, "_dup_pairs", kinds="niep")
+    probable.pairs(conn, contacts, None, "_dup_pairs", kinds="niep", cap=probable.DUPLICATE_BLOCK_CAP)
     probable.name_compatible(conn, "_dup_pairs", contacts, contacts, corroborated=True)
     total = conn.execute(f"SELECT count(*) FROM {contacts}").fetchone()[0]
     probable.score(conn, "_dup_pairs", contacts, contacts, probable.prior_bits(probable.DUPLICATE_SHARE, total),

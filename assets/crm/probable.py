@@ -30,7 +30,8 @@ from rapidfuzz import fuzz, process
 from assets.crm import features
 from resources.crm.base import DEFAULT_MATCH_THRESHOLD
 
-BLOCK_CAP = 100
+BLOCK_CAP = 50  # KOL-contact blocks: records per side
+DUPLICATE_BLOCK_CAP = 20  # contact-contact blocks (every contact takes part: a smaller cap keeps the pairs near-linear)
 DEFAULT_THRESHOLD = DEFAULT_MATCH_THRESHOLD
 # Share of the unmatched KOLs assumed to have a contact among the unmatched contacts (the prior).
 PRIOR_SHARE = 0.5
@@ -79,12 +80,13 @@ SELECT DISTINCT id, key, probe FROM (
 )""")
 
 
-def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str, kinds: str = "niepfl") -> int:
-    """TEMP table `out` (a, b): the distinct pairs sharing a key of one of `kinds` (ids of `left` and `right`;
-    with right None, pairs within `left`, a < b). Returns the pair count."""
+def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str, kinds: str = "niepfl",
+          cap: int = BLOCK_CAP) -> int:
+    """TEMP table `out` (a, b): the distinct pairs sharing a key of one of `kinds` held by at most `cap` records
+    on each side (ids of `left` and `right`; with right None, pairs within `left`, a < b). Returns the pair count."""
     same = right is None
     right = right or left
-    capped = "key IN (SELECT key FROM {t}_keys GROUP BY key HAVING count(*) <= " + str(BLOCK_CAP) + ")"
+    capped = "key IN (SELECT key FROM {t}_keys GROUP BY key HAVING count(*) <= " + str(int(cap)) + ")"
     wanted = "[" + ", ".join(f"'{k}'" for k in kinds) + "]"
     order = "AND l.id < r.id" if same else ""
     conn.execute(f"""
