@@ -33,9 +33,10 @@ def find(conn: duckdb.DuckDBPyConnection, threshold: float, live_kols: str) -> i
     probable.pairs(conn, contacts, None, "_dup_pairs", kinds="niep", cap=probable.DUPLICATE_BLOCK_CAP)
     probable.name_compatible(conn, "_dup_pairs", contacts, contacts, corroborated=True)
     total = conn.execute(f"SELECT count(*) FROM {contacts}").fetchone()[0]
+    conn.execute(f"DROP TABLE IF EXISTS {contacts}_keys")
     probable.score(conn, "_dup_pairs", contacts, contacts, probable.prior_bits(probable.DUPLICATE_SHARE, total),
-                   "_dup_scored")
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _dup_edges AS SELECT a, b FROM _dup_scored WHERE score >= {float(threshold)}")
+                   "_dup_edges", min_score=threshold)
+    conn.execute("DROP TABLE _dup_pairs")
     # Connected components: every contact takes the smallest label among its neighbours until none changes
     # (sets are small, so a few rounds).
     conn.execute("""
@@ -75,7 +76,7 @@ masters AS (
 )
 SELECT crm_id, duplicate_set_id, master AS suggested_master, reason AS master_reason
 FROM members JOIN masters USING (duplicate_set_id)""")
-    for table in ("_dup_next", "_dup_label", "_dup_edges"):
+    for table in ("_dup_next", "_dup_label", "_dup_edges", "pm_sim"):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     return conn.execute(f"SELECT count(DISTINCT duplicate_set_id) FROM {SETS}").fetchone()[0]
 

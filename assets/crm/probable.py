@@ -38,6 +38,7 @@ PRIOR_SHARE = 0.5
 # Share of contacts assumed to have a duplicate (the prior of a contact-contact pair).
 DUPLICATE_SHARE = 0.05
 MAX_BITS = 14.0  # no single field says more than this
+CANDIDATE_FLOOR = 0.01  # a pair scoring less is no candidate worth listing
 GENERIC_SHARE = 0.01  # an institution word in more names than this says nothing about the place
 
 
@@ -134,6 +135,7 @@ def _text_similarity(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str
     rows = conn.execute(f"""
 SELECT DISTINCT x, y, kind FROM (
   SELECT a.inst AS x, b.inst AS y, 'inst' AS kind FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
+  WHERE a.country IS NULL OR b.country IS NULL OR a.country = b.country  -- across borders: another institution
   UNION ALL SELECT a.title, b.title, 'title' FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
 ) WHERE x IS NOT NULL AND y IS NOT NULL AND x <> y""").fetchall()
     generic = {row[0] for row in conn.execute("SELECT word FROM pm_generic").fetchall()}
@@ -168,8 +170,11 @@ def _exact(kind: str, u_sql: str) -> str:
     return f"least({CAP[kind]}, log2({M_EXACT[kind]} / greatest(coalesce({u_sql}, 0), {U_FLOOR[kind]})))"
 
 
-def score(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str, prior: float, out: str) -> None:
-    """TEMP table `out` (a, b, bits, score, reasons JSON) for every pair of `pair_table`."""
+def score(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str, prior: float, out: str,
+          min_score: float = 0.0, reasons_from: float | None = None) -> None:
+    """TEMP table `out` (a, b, bits, score, reasons JSON) of the pairs of `pair_table` scoring at least
+    `min_score`; the reasons only where the score reaches `reasons_from` (None: nowhere). Most pairs score
+    near 0 and their JSON would cost more than all the rest."""
     _text_similarity(conn, pair_table, left, right)
     webmail = "[" + ", ".join(f"'{d}'" for d in features.WEBMAIL) + "]"
     jw = "jaro_winkler_similarity"
@@ -258,9 +263,8 @@ named AS (
          CASE WHEN crossed AND w_crossed > w_first + w_last THEN w_crossed ELSE w_first + w_last END AS w_name
   FROM weighed
 )
-SELECT a, b, round(w_name + w_phone + w_email + w_place + w_role, 2) AS bits,
-       round(1 / (1 + pow(2, -({prior} + w_name + w_phone + w_email + w_place + w_role))), 4) AS score,
-       to_json([
+SELECT a, b, bits, score,
+       CASE WHEN score >= {2.0 if reasons_from is None else float(reasons_from)} THEN to_json([
          {{'field': 'name', 'level': CASE WHEN swapped THEN 'swapped' ELSE 'first ' || first_level || ', last ' || last_level END,
            'bits': round(w_name, 1), 'kol': concat_ws(' ', a_fn, a_ln), 'crm': concat_ws(' ', b_fn, b_ln)}},
          {{'field': 'phone', 'level': phone_level, 'bits': round(w_phone, 1), 'kol': a_phone, 'crm': b_phone}},
@@ -270,8 +274,10 @@ SELECT a, b, round(w_name + w_phone + w_email + w_place + w_role, 2) AS bits,
            'kol': concat_ws(', ', a_inst, a_city, a_country), 'crm': concat_ws(', ', b_inst, b_city, b_country)}},
          {{'field': 'role', 'level': 'department ' || dept_level || ', title ' || title_level, 'bits': round(w_role, 1),
            'kol': concat_ws(', ', a_dept, a_title), 'crm': concat_ws(', ', b_dept, b_title)}}
-       ]) AS reasons
-FROM named""")
+       ]) END AS reasons
+FROM (SELECT *, round(w_name + w_phone + w_email + w_place + w_role, 2) AS bits,
+             round(1 / (1 + pow(2, -({prior} + w_name + w_phone + w_email + w_place + w_role))), 4) AS score FROM named)
+WHERE score >= {float(min_score)}""")
 
 
 def prior_bits(share: float, candidates: int) -> float:
@@ -324,7 +330,10 @@ WHERE id IN (SELECT crm_id FROM {contact_pool})""")
     pairs(conn, KOL_FEATURES, "_pm_cpool", "_pm_kc_pairs")
     conn.execute(f"DELETE FROM _pm_kc_pairs WHERE (a, b) IN (SELECT (kol_id, crm_id) FROM {rejected})")
     sizes = conn.execute(f"SELECT (SELECT count(*) FROM {KOL_FEATURES}), (SELECT count(*) FROM _pm_cpool)").fetchone()
-    score(conn, "_pm_kc_pairs", KOL_FEATURES, "_pm_cpool", prior_bits(PRIOR_SHARE, max(sizes)), "_pm_kc")
+    score(conn, "_pm_kc_pairs", KOL_FEATURES, "_pm_cpool", prior_bits(PRIOR_SHARE, max(sizes)), "_pm_kc",
+          min_score=CANDIDATE_FLOOR, reasons_from=threshold)
+    for table in ("_pm_kc_pairs", "_pm_cpool", "_pm_cpool_keys", f"{KOL_FEATURES}_keys"):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _pm_match AS
 WITH best AS (
