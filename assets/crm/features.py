@@ -42,7 +42,7 @@ def transliterate(value: str | None) -> str | None:
     """Lower-case ASCII of a name in any script; Han characters become one token each."""
     if value is None:
         return None
-    return anyascii(_HAN.sub(r" \1 ", value)).lower()
+    return " ".join(anyascii(_HAN.sub(r" \1 ", value)).lower().split())
 
 
 @lru_cache(maxsize=1)
