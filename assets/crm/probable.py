@@ -28,6 +28,7 @@ import pyarrow as pa
 from rapidfuzz import fuzz, process
 
 from assets.crm import features
+from resources.sql import sql_literal
 from resources.crm.base import DEFAULT_MATCH_THRESHOLD
 
 BLOCK_CAP = 50  # KOL-contact blocks: records per side
@@ -86,20 +87,25 @@ def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: st
     """TEMP table `out` (a, b): the distinct pairs sharing a key of one of `kinds` held by at most `cap` records
     on each side (ids of `left` and `right`; with right None, pairs within `left`, a < b). Returns the pair count."""
     same = right is None
-    right = right or left
-    capped = "key IN (SELECT key FROM {t}_keys GROUP BY key HAVING count(*) <= " + str(int(cap)) + ")"
     wanted = "[" + ", ".join(f"'{k}'" for k in kinds) + "]"
+    for side, table in (("_pm_lk", left), *((("_pm_rk", right),) if not same else ())):
+        conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE {side} AS
+SELECT k.id, k.key, k.probe FROM {table}_keys k
+SEMI JOIN (SELECT key FROM {table}_keys WHERE list_contains({wanted}, left(key, 1)) GROUP BY key
+           HAVING count(*) <= {int(cap)}) small USING (key)""")
+    rk = "_pm_lk" if same else "_pm_rk"
     order = "AND l.id < r.id" if same else ""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {out} AS
-WITH lk AS (SELECT * FROM {left}_keys WHERE list_contains({wanted}, left(key, 1)) AND {capped.format(t=left)}),
-     rk AS (SELECT * FROM {right}_keys WHERE list_contains({wanted}, left(key, 1)) AND {capped.format(t=right)})
 SELECT DISTINCT a, b FROM (
-  SELECT l.id AS a, r.id AS b FROM lk l JOIN rk r ON r.key = l.key WHERE NOT starts_with(l.key, 'i') {order}
+  SELECT l.id AS a, r.id AS b FROM _pm_lk l JOIN {rk} r ON r.key = l.key WHERE NOT starts_with(l.key, 'i') {order}
   -- a last name + initial key pairs only a record that gives just an initial with the others
-  UNION ALL SELECT l.id, r.id FROM (SELECT * FROM lk WHERE probe) l JOIN rk r ON r.key = l.key WHERE l.id <> r.id
-  UNION ALL SELECT l.id, r.id FROM lk l JOIN (SELECT * FROM rk WHERE probe) r ON r.key = l.key WHERE l.id <> r.id
+  UNION ALL SELECT l.id, r.id FROM (SELECT * FROM _pm_lk WHERE probe) l JOIN {rk} r ON r.key = l.key WHERE l.id <> r.id
+  UNION ALL SELECT l.id, r.id FROM _pm_lk l JOIN (SELECT * FROM {rk} WHERE probe) r ON r.key = l.key WHERE l.id <> r.id
 ) WHERE {"a < b" if same else "true"}""")
+    conn.execute("DROP TABLE IF EXISTS _pm_lk")
+    conn.execute("DROP TABLE IF EXISTS _pm_rk")
     return conn.execute(f"SELECT count(*) FROM {out}").fetchall()[0][0]
 
 
@@ -129,24 +135,29 @@ SELECT p.a, p.b FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b O
 
 def _text_similarity(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str) -> None:
     """TEMP table pm_sim (x, y, sim) of the distinct institution and title pairs that are not equal:
-    rapidfuzz's token_set_ratio / 100 (word order and extra words do not count), institutions without
-    their generic words (pm_generic: words in more than GENERIC_SHARE of the institution names, such as
-    Hospital or Klinikum, so that "Klinikum Augsburg" and "Klinikum Passau" are two places)."""
+    rapidfuzz's token_set_ratio / 100 (word order and extra words do not count). Institutions are
+    compared without their generic words (pm_generic: words in more than GENERIC_SHARE of the names, such
+    as Hospital or Klinikum, so that "Klinikum Augsburg" and "Klinikum Passau" are two places), and only
+    when they share a word that is left, within a country; other pairs are other institutions."""
+    generic = "[" + ", ".join(sql_literal(row[0]) for row in conn.execute("SELECT word FROM pm_generic").fetchall()) + "]"
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE pm_words AS
+SELECT inst, coalesce(nullif(list_filter(string_split(inst, ' '), lambda w: NOT list_contains({generic}::VARCHAR[], w)), []),
+                      string_split(inst, ' ')) AS words
+FROM (SELECT inst FROM {left} UNION SELECT inst FROM {right}) WHERE inst IS NOT NULL""")
     rows = conn.execute(f"""
-SELECT DISTINCT x, y, kind FROM (
-  SELECT a.inst AS x, b.inst AS y, 'inst' AS kind FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
-  WHERE a.country IS NULL OR b.country IS NULL OR a.country = b.country  -- across borders: another institution
-  UNION ALL SELECT a.title, b.title, 'title' FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
-) WHERE x IS NOT NULL AND y IS NOT NULL AND x <> y""").fetchall()
-    generic = {row[0] for row in conn.execute("SELECT word FROM pm_generic").fetchall()}
-
-    def distinctive(text: str) -> str:
-        words = [word for word in text.split() if word not in generic]
-        return " ".join(words) or text
-
-    xs = [distinctive(x) if kind == "inst" else x for x, _, kind in rows]
-    ys = [distinctive(y) if kind == "inst" else y for _, y, kind in rows]
-    sims = process.cpdist(xs, ys, scorer=fuzz.token_set_ratio, workers=-1) / 100 if rows else []
+WITH places AS (
+  SELECT DISTINCT a.inst AS x, b.inst AS y FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
+  WHERE a.inst <> b.inst AND (a.country IS NULL OR b.country IS NULL OR a.country = b.country)
+)
+SELECT x, y, array_to_string(wx.words, ' '), array_to_string(wy.words, ' ')
+FROM places JOIN pm_words wx ON wx.inst = x JOIN pm_words wy ON wy.inst = y WHERE list_has_any(wx.words, wy.words)
+UNION ALL
+SELECT DISTINCT a.title, b.title, a.title, b.title FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
+WHERE a.title <> b.title""").fetchall()
+    conn.execute("DROP TABLE pm_words")
+    sims = process.cpdist([r[2] for r in rows], [r[3] for r in rows], scorer=fuzz.token_set_ratio, workers=-1) / 100 \
+        if rows else []
     conn.register("pm_sim_arrow", pa.table({"x": [r[0] for r in rows], "y": [r[1] for r in rows],
                                             "sim": pa.array(list(sims), pa.float64())}))
     conn.execute("CREATE OR REPLACE TEMP TABLE pm_sim AS SELECT * FROM pm_sim_arrow")
@@ -217,8 +228,9 @@ levels AS (
     CASE WHEN a_domain IS NULL OR b_domain IS NULL OR a_email = b_email THEN 'missing'
          WHEN a_domain = b_domain THEN CASE WHEN list_contains({webmail}, a_domain) THEN 'missing' ELSE 'equal' END
          ELSE 'differ' END AS domain_level,
-    CASE WHEN a_inst IS NULL OR b_inst IS NULL THEN NULL WHEN a_inst = b_inst THEN 1.0 ELSE si.sim END AS inst_sim,
-    CASE WHEN a_title IS NULL OR b_title IS NULL THEN NULL WHEN a_title = b_title THEN 1.0 ELSE st.sim END AS title_sim
+    CASE WHEN a_inst IS NULL OR b_inst IS NULL THEN NULL WHEN a_inst = b_inst THEN 1.0 ELSE coalesce(si.sim, 0) END AS inst_sim,
+    CASE WHEN a_title IS NULL OR b_title IS NULL THEN NULL WHEN a_title = b_title THEN 1.0 ELSE coalesce(st.sim, 0) END
+      AS title_sim
   FROM j LEFT JOIN pm_sim si ON si.x = j.a_inst AND si.y = j.b_inst LEFT JOIN pm_sim st ON st.x = j.a_title AND st.y = j.b_title
 ),
 placed AS (
@@ -332,7 +344,7 @@ WHERE id IN (SELECT crm_id FROM {contact_pool})""")
     sizes = conn.execute(f"SELECT (SELECT count(*) FROM {KOL_FEATURES}), (SELECT count(*) FROM _pm_cpool)").fetchone()
     score(conn, "_pm_kc_pairs", KOL_FEATURES, "_pm_cpool", prior_bits(PRIOR_SHARE, max(sizes)), "_pm_kc",
           min_score=CANDIDATE_FLOOR, reasons_from=threshold)
-    for table in ("_pm_kc_pairs", "_pm_cpool", "_pm_cpool_keys", f"{KOL_FEATURES}_keys"):
+    for table in ("_pm_kc_pairs", "_pm_cpool", "_pm_cpool_keys", f"{KOL_FEATURES}_keys", "pm_sim"):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _pm_match AS
