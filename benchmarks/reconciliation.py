@@ -36,7 +36,8 @@ wall = time.perf_counter() - started
 conn.close()
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall": wall, "rss_mb": own_peak_rss_mb(), "cpu": usage.ru_utime + usage.ru_stime,
-                  "counts": result.counts, "kols": result.kols, "contacts": result.contacts}))
+                  "counts": result.counts, "kols": result.kols, "contacts": result.contacts,
+                  "duplicate_sets": result.duplicate_sets}))
 """
 
 

@@ -100,24 +100,20 @@ def _review(ctx: click.Context, action: str, kol_id: str, contact_id: str, data_
                    f"Nothing to do: {kol_id} and {contact_id} were rejected before.")
 
 
-@reconcile.command("confirm")
-@click.argument("kol_id")
-@click.argument("contact_id")
-@click.option("--data-dir", help="Where the warehouse is (default: $COMMOPS_DATA_DIR or ./data).")
-@click.pass_context
-def confirm(ctx: click.Context, kol_id: str, contact_id: str, data_dir: str | None) -> None:
-    """A probable match is one person: write KOL_ID to the contact's external-id field in Salesforce (audited)."""
-    _review(ctx, "confirm", kol_id, contact_id, data_dir)
+def _review_command(action: str, help_text: str) -> None:
+    @reconcile.command(action, help=help_text)
+    @click.argument("kol_id")
+    @click.argument("contact_id")
+    @click.option("--data-dir", help="Where the warehouse is (default: $COMMOPS_DATA_DIR or ./data).")
+    @click.pass_context
+    def command(ctx: click.Context, kol_id: str, contact_id: str, data_dir: str | None) -> None:
+        _review(ctx, action, kol_id, contact_id, data_dir)
 
 
-@reconcile.command("reject")
-@click.argument("kol_id")
-@click.argument("contact_id")
-@click.option("--data-dir", help="Where the warehouse is (default: $COMMOPS_DATA_DIR or ./data).")
-@click.pass_context
-def reject(ctx: click.Context, kol_id: str, contact_id: str, data_dir: str | None) -> None:
-    """A probable match is two people: never propose the pair again (kept in the data directory, audited)."""
-    _review(ctx, "reject", kol_id, contact_id, data_dir)
+_review_command("confirm", "A probable match is one person: write KOL_ID to the contact's external-id field in "
+                           "Salesforce (audited).")
+_review_command("reject", "A probable match is two people: never propose the pair again (kept in the data directory, "
+                          "audited).")
 
 
 @click.group("crm")
