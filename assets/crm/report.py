@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from datetime import UTC
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import duckdb
 import jinja2
+from markupsafe import Markup, escape
 
 from assets.crm import duplicates, writeback
 from assets.crm.reconcile import DEFAULT_RULES
@@ -134,7 +136,8 @@ LIMIT {int(limit)}""", [status])
         for row in rows:
             for key in ("differences", "candidates", "match_reasons"):
                 row[key] = json.loads(row[key]) if row[key] else None
-        sections.append({"status": status, "action": ACTIONS[status], "rows": rows, "total": counts[status],
+        action = Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(ACTIONS[status]))))
+        sections.append({"status": status, "action": action, "rows": rows, "total": counts[status],
                          "truncated": counts[status] > len(rows)})
     return sections
 

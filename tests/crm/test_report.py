@@ -144,7 +144,7 @@ def test_the_page_fits_1280_px_says_what_to_do_and_shows_probable_matches_side_b
     assert widths and int(widths[1]) <= int(widths[2]) <= 1280  # no horizontal scroll
     for status, count in counts.items():
         if count:
-            assert re.search(rf'<p class="action" data-action="{status}">[^<]+</p>', dom), status
+            assert re.search(rf'<p class="action" data-action="{status}">.+?</p>', dom), status
     probable = conn.execute(f"SELECT kol_id, crm_id, kol_name, crm_name FROM {RESULT_TABLE} "
                             "WHERE status = 'probable_match' ORDER BY match_score DESC, kol_id LIMIT 1").fetchone()
     start = dom.index(f'<tr class="row" data-status="probable_match" data-kol="{probable[0]}" data-crm="{probable[1]}">')
