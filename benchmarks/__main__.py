@@ -795,13 +795,14 @@ def _crm_matching_section() -> list[str]:
         return []
     figures = json.loads(path.read_text())
     lines = ["", "## CRM probable matches (issue 23)", "",
-             f"Measured {figures['date']} with `{figures['command']}` (`benchmarks/crm_matching.py`; data set: "
-             "`benchmarks/crm_people.py`; method: docs/crm-decisions-reconciliation.md). Aims: precision >= 0.98 at "
-             "recall >= 0.90; <= 30 s and <= 2 GB at 1M x 1M.", ""]
+             "`benchmarks/crm_matching.py` (data set: `benchmarks/crm_people.py`; method and the choice of the threshold: "
+             "docs/crm-decisions-reconciliation.md). Aims: precision >= 0.98 at recall >= 0.90; <= 30 s and <= 2 GB at "
+             "1M x 1M.", ""]
     quality = figures.get("quality")
     if quality:
         data = quality["data"]
-        lines += [f"Quality: {data['kols']:,} KOLs x {data['contacts']:,} contacts, seed {quality['seed']} "
+        lines += [f"Quality, measured {quality['date']} with `{quality['command']}`: "
+                  f"{data['kols']:,} KOLs x {data['contacts']:,} contacts, seed {quality['seed']} "
                   f"({data['positives']} same people under another email, {data['namesakes']} namesakes, "
                   f"{data['duplicates']} CRM duplicates). Threshold {quality['threshold']} (chosen on seed 1: the lowest "
                   "of the grid with precision >= 0.98).", "",
@@ -815,7 +816,8 @@ def _crm_matching_section() -> list[str]:
                       f"{row['threshold']}: {row['precision']:.3f} / {row['recall']:.3f}" for row in quality["sweep"]) + "."]
     scale = figures.get("scale")
     if scale:
-        lines += ["", f"Scale: {scale['kols']:,} KOLs x {scale['contacts']:,} contacts, the whole reconciliation (email "
+        lines += ["", f"Scale, measured {scale['date']} with `{scale['command']}`: {scale['kols']:,} KOLs x "
+                  f"{scale['contacts']:,} contacts, the whole reconciliation (email "
                   f"pass, probable matches, duplicate sets), DuckDB threads={scale['threads']}, memory_limit="
                   f"{scale['memory_limit']}: median {scale['median_seconds']} s of runs {scale['runs']} s "
                   f"(CPU {scale['cpu']} s), peak RSS {scale['peak_rss_mb']} MB."

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/crm_matching.py quality [--kols 10000] [--seed 2] [--threshold T]
     .venv/bin/python benchmarks/crm_matching.py scale [--kols 1000000] [--runs 3] [--threads 2] [--memory 1GB]
-    .venv/bin/python benchmarks/crm_matching.py all --write      # both, and docs/benchmarks-crm-matching.json
+    .venv/bin/python benchmarks/crm_matching.py all --write      # both; --write keeps them in docs/benchmarks-crm-matching.json
 
 quality: the labelled data set of benchmarks/crm_people.py (10,000 KOLs x 10,000 contacts by
 default, seeded), reconciled once with a low threshold to get every contact's best KOL and its
@@ -153,14 +153,16 @@ def main() -> None:
     parser.add_argument("--memory", default="1GB")
     parser.add_argument("--write", action="store_true", help=f"save the figures to {RESULT_JSON.relative_to(ROOT)}")
     args = parser.parse_args()
-    figures: dict = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-                     "command": "python benchmarks/crm_matching.py " + " ".join(sys.argv[1:])}
+    stamp = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+             "command": "python benchmarks/crm_matching.py " + " ".join(sys.argv[1:])}
+    figures = json.loads(RESULT_JSON.read_text()) if args.write and RESULT_JSON.exists() else {}
     if args.what in ("quality", "all"):
-        figures["quality"] = quality(args.kols if args.what == "quality" and args.kols else 10_000, args.seed, args.threshold)
+        kols = args.kols if args.what == "quality" and args.kols else 10_000
+        figures["quality"] = {**stamp, **quality(kols, args.seed, args.threshold)}
     if args.what in ("scale", "all"):
-        figures["scale"] = scale(args.kols if args.what == "scale" and args.kols else 1_000_000, args.runs, args.threads,
-                                 args.memory)
-    if args.write:
+        kols = args.kols if args.what == "scale" and args.kols else 1_000_000
+        figures["scale"] = {**stamp, **scale(kols, args.runs, args.threads, args.memory)}
+    if args.write:  # each part keeps its own date and command: one can be measured again without the other
         RESULT_JSON.write_text(json.dumps(figures, indent=1) + "\n")
         print(f"wrote {RESULT_JSON.relative_to(ROOT)}")
 
