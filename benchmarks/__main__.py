@@ -25,8 +25,9 @@ request it receives (benchmarks/counting.py), then runs the benchmarks chosen wi
   sizes       sync wall time against dataset size, every tool, one run per size (--sizes), each killed
               after --size-timeout s; chart
   ours        our own scripts: service_paging.py, receiver_throughput.py, incremental_sync.py,
-              webhook_latency.py (starts dagster-daemon; skip it with --only), reconciliation.py
-              (run when present, else "not run"); name single scripts in --only to run just those,
+              webhook_latency.py (starts dagster-daemon; skip it with --only), reconciliation.py,
+              crm_matching.py (which also rewrites docs/benchmarks-crm-matching.json, rendered as a
+              section of its own) (run when present, else "not run"); name single scripts in --only to run just those,
               e.g. --only compare,service_paging leaves webhook_latency "not run"
 
 Prints a table per benchmark and writes docs/benchmarks.md (machine, versions, date, command lines,
@@ -65,7 +66,7 @@ from benchmarks.counting import COUNTS_PATH, SERVE  # noqa: E402
 from benchmarks.nightly_sync import BARE, CONCURRENCY, SYNC, _catalog_walks, seed_service  # noqa: E402
 
 BENCHMARKS = ("compare", "hostile", "ratelimit", "sizes", "ours")
-OURS = ("service_paging", "receiver_throughput", "incremental_sync", "webhook_latency", "reconciliation")
+OURS = ("service_paging", "receiver_throughput", "incremental_sync", "webhook_latency", "reconciliation", "crm_matching")
 TABLES = ("kols", "campaigns", "products", "signals")
 DOCS = ROOT / "docs"
 FAULTS = {"fault_seed": 12, "fault_500_rate": 0.01, "fault_503_rate": 0.01, "fault_drop_rate": 0.01,
@@ -534,6 +535,7 @@ def bench_ours(args, work: Path) -> dict:
         "webhook_latency": [python, "benchmarks/webhook_latency.py",
                             *(["--changes", "5", "--interval", "2"] if quick else [])],
         "reconciliation": [python, "benchmarks/reconciliation.py"],
+        "crm_matching": [python, "benchmarks/crm_matching.py", "all", "--write"],
     }
     results = {}
     for name, argv in scripts.items():
@@ -768,6 +770,7 @@ def write_page(results: dict, chart: str | None) -> str:
                 lines += [f"not run: {x['why']}", ""]
                 continue
             lines += [f"`{x['command']}`: {x['status']} in {x['seconds']} s", "", "```", *x["output"], "```", ""]
+    lines += _crm_matching_section()
     lines += ["", "## Caveats", "",
               "- dlt runs with its defaults (no worker or buffer tuning), as its docs configure a page-number API; "
               "it does not sort the lists (our sync walks them by created_at ascending), and it reads the three "
@@ -782,6 +785,44 @@ def write_page(results: dict, chart: str | None) -> str:
               "published, checks); dlt's are extract, normalize and load into one DuckDB file.",
               "- Raw figures: `docs/benchmarks.json`."]
     return "\n".join(lines) + "\n"
+
+
+def _crm_matching_section() -> list[str]:
+    """The CRM probable-match figures, from docs/benchmarks-crm-matching.json (written by
+    `benchmarks/crm_matching.py all --write`, a measurement of its own: it needs no service)."""
+    path = DOCS / "benchmarks-crm-matching.json"
+    if not path.exists():
+        return []
+    figures = json.loads(path.read_text())
+    lines = ["", "## CRM probable matches (issue 23)", "",
+             "`benchmarks/crm_matching.py` (data set: `benchmarks/crm_people.py`; method and the choice of the threshold: "
+             "docs/crm-decisions-reconciliation.md). Aims: precision >= 0.98 at recall >= 0.90; <= 30 s and <= 2 GB at "
+             "1M x 1M.", ""]
+    quality = figures.get("quality")
+    if quality:
+        data = quality["data"]
+        lines += [f"Quality, measured {quality['date']} with `{quality['command']}`: "
+                  f"{data['kols']:,} KOLs x {data['contacts']:,} contacts, seed {quality['seed']} "
+                  f"({data['positives']} same people under another email, {data['namesakes']} namesakes, "
+                  f"{data['duplicates']} CRM duplicates). Threshold {quality['threshold']} (chosen on seed 1: the lowest "
+                  "of the grid with precision >= 0.98).", "",
+                  "| | precision | recall | found | false |", "|---|---|---|---|---|",
+                  f"| probable_match at {quality['threshold']} | {quality['precision']:.4f} | {quality['recall']:.4f} | "
+                  f"{quality['found']} of {quality['positives']} | {quality['false']} |",
+                  f"| duplicate sets (pairs in one set) | {quality['duplicate_precision']:.4f} | "
+                  f"{quality['duplicate_recall']:.4f} | | |", "",
+                  "Recall per kind of difference: " + ", ".join(f"{k} {v}" for k, v in quality["recall_by_kind"].items())
+                  + ". Precision and recall per threshold: " + ", ".join(
+                      f"{row['threshold']}: {row['precision']:.3f} / {row['recall']:.3f}" for row in quality["sweep"]) + "."]
+    scale = figures.get("scale")
+    if scale:
+        lines += ["", f"Scale, measured {scale['date']} with `{scale['command']}`: {scale['kols']:,} KOLs x "
+                  f"{scale['contacts']:,} contacts, the whole reconciliation (email "
+                  f"pass, probable matches, duplicate sets), DuckDB threads={scale['threads']}, memory_limit="
+                  f"{scale['memory_limit']}: median {scale['median_seconds']} s of runs {scale['runs']} s "
+                  f"(CPU {scale['cpu']} s), peak RSS {scale['peak_rss_mb']} MB."
+                  + (f" {scale['note']}" if scale.get("note") else "")]
+    return lines
 
 
 def _size_tools(sizes: list[dict]) -> list[str]:

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/reconciliation.py [--runs 3] [--kols 1000000] [--rate 0.1] [--threads 2] [--memory 1GB]
 
-Generates both sides in DuckDB (assets.crm.discrepancies: generate_kols_sql, plant_discrepancies_sql)
+Generates both sides in DuckDB (salesforce_standin.discrepancies: generate_kols_sql, plant_discrepancies_sql)
 into a fresh DuckDB file, then times `reconcile` (the whole run: keys, statuses, candidates,
 replacing kol_crm_reconciliation) --runs times, each in a child process so its peak RSS is its
 own. Prints generation time, each run's CPU seconds (the machine may be shared: CPU time / threads
@@ -36,14 +36,15 @@ wall = time.perf_counter() - started
 conn.close()
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall": wall, "rss_mb": own_peak_rss_mb(), "cpu": usage.ru_utime + usage.ru_stime,
-                  "counts": result.counts, "kols": result.kols, "contacts": result.contacts}))
+                  "counts": result.counts, "kols": result.kols, "contacts": result.contacts,
+                  "duplicate_sets": result.duplicate_sets}))
 """
 
 
 def generate(path: Path, kols: int, rate: float, threads: int, memory: str) -> float:
     import duckdb
 
-    from assets.crm.discrepancies import generate_kols_sql, plant_discrepancies_sql
+    from salesforce_standin.discrepancies import generate_kols_sql, plant_discrepancies_sql
 
     started = time.perf_counter()
     conn = duckdb.connect(str(path), config={"threads": threads, "memory_limit": memory})

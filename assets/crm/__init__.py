@@ -1,6 +1,9 @@
-"""CRM reconciliation (issue 11): KOLs in the warehouse against CRM (Salesforce) contacts by email.
+"""CRM reconciliation (issues 11 and 23): KOLs in the warehouse against CRM (Salesforce) contacts.
 
-normalize (comparison keys as DuckDB macros), reconcile (statuses, result tables), writeback
-(the plan of creates/updates and its audit), report (CSV/HTML per run), discrepancies (planted
-test data), contacts (the canonical contact columns the CRM resource delivers).
+normalize (comparison keys as DuckDB macros), reconcile (statuses by email, result tables),
+features / probable / duplicates (the second pass: probable matches under another email, and
+duplicate sets within the CRM), review (an admin's confirm or reject), writeback (the plan of
+creates/updates and its audit), report (CSV, merge CSV and HTML per run), assets (the Dagster
+assets). The contacts planted for the sandbox and the tests live beside the stand-in
+(salesforce_standin/discrepancies.py).
 """

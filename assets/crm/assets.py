@@ -17,7 +17,8 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assets.crm import report, tables, writeback
+from assets.crm import report, review, tables, writeback
+from assets.crm.probable import DEFAULT_THRESHOLD
 from assets.crm.reconcile import DEFAULT_RULES, reconcile
 from assets.crm.tables import AUDIT_TABLE, RESULT_TABLE, STATUSES
 from assets.metadata import column_schema
@@ -47,6 +48,9 @@ class CrmSource(Protocol):
 
     @property
     def writable(self) -> bool: ...
+
+    @property
+    def match_threshold(self) -> float: ...
 
     def iter_contacts(self, batch_size: int = ...) -> Any: ...
 
@@ -120,8 +124,10 @@ def kol_reconciliation(
         if not session.exists("kols"):
             raise dg.Failure("the warehouse has no kols table yet: run `commops sync` (the nightly sync) first")
         result = reconcile(session.conn, "kols", CONTACTS_TABLE, DEFAULT_RULES, run_id=context.run.run_id,
-                           source=crm.source_name)
-        csv_path, html_path = report.write_reports(session.conn, reports_dir)
+                           source=crm.source_name, match_threshold=getattr(crm, "match_threshold", DEFAULT_THRESHOLD),
+                           rejected=review.load_rejections(warehouse.data_dir))
+        csv_path, html_path = report.write_reports(session.conn, reports_dir, writable=crm.writable,
+                                                   record_base_url=crm.record_base_url if crm.writable else None)
         preview = report.markdown_summary(session.conn)
     context.log.info(f"crm/kol_reconciliation: {result.counts}; report {html_path}")
     return dg.MaterializeResult(
@@ -130,6 +136,8 @@ def kol_reconciliation(
             "kols": result.kols,
             "contacts": result.contacts,
             **{status: result.counts.get(status, 0) for status in STATUSES},
+            "needs_review": result.needs_review,
+            "duplicate_sets": result.duplicate_sets,
             "report_html": dg.MetadataValue.path(str(html_path)),
             "report_csv": dg.MetadataValue.path(str(csv_path)),
             "duration_seconds": dg.MetadataValue.float(round(result.duration_seconds, 3)),
@@ -162,6 +170,7 @@ def crm_writeback(
                        "unset COMMOPS_CRM_CSV and set the SALESFORCE_* login to apply")
     with warehouse.writer(context.log) as session:
         plan = writeback.plan_writeback(session.conn, DEFAULT_RULES)
+        review_count = len(writeback.needs_review(session.conn))
     # The CRM calls run outside the writer lock: a slow Salesforce must not hold up a nightly sync.
     if config.apply:
         audit = writeback.apply_plan(plan, crm, run_id=context.run.run_id)
@@ -169,10 +178,10 @@ def crm_writeback(
         audit = writeback.dry_run(plan, run_id=context.run.run_id)
     with warehouse.writer(context.log) as session:
         writeback.record_audit(session.conn, audit)
-    counts = _writeback_counts(plan, audit)
+    counts = {**_writeback_counts(plan, audit), "needs_review": review_count}
     context.log.info(f"crm/writeback ({'applied' if config.apply else 'dry run'}): {counts}")
     return dg.MaterializeResult(
-        metadata={"applied": config.apply, **counts},
+        metadata={"applied": config.apply, "writable": crm.writable, **counts},
     )
 
 

@@ -57,7 +57,6 @@ ALIASES: dict[str, str] = {
 # Two-digit ITU calling codes; 1 and 7 are the one-digit ones, every other code has three digits.
 CALLING_CODE_PATTERN = r"^(1|7|2[07]|3[0-469]|4[013-9]|5[1-8]|6[0-6]|8[1246]|9[0-58]|[0-9]{3})"
 _SPACES = re.compile(r"\s+")
-_NAME_PUNCTUATION = re.compile(r"[.,;]")
 
 
 def normalize_email(value: str | None) -> str | None:
@@ -75,11 +74,6 @@ def normalize_text(value: str | None) -> str | None:
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", value).casefold())
     bare = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     return _SPACES.sub(" ", bare).strip() or None
-
-
-def normalize_name(value: str | None) -> str | None:
-    """Text key of a person's name, with . , ; read as spaces."""
-    return None if value is None else normalize_text(_NAME_PUNCTUATION.sub(" ", value))
 
 
 def normalize_phone(value: str | None) -> str | None:

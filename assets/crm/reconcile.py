@@ -28,8 +28,9 @@ from datetime import UTC, datetime
 from typing import Literal
 
 import duckdb
+import pyarrow as pa
 
-from assets.crm import normalize
+from assets.crm import duplicates, normalize, probable
 from assets.crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables
 from resources.crm.mapping import CONTACT_SCHEMA
 from resources.sql import sql_literal
@@ -95,6 +96,8 @@ class ReconciliationResult:
     contacts: int
     counts: dict[str, int] = field(default_factory=dict)
     duration_seconds: float = 0.0
+    needs_review: int = 0
+    duplicate_sets: int = 0
 
 
 def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal["kol", "crm"]) -> str:
@@ -135,11 +138,15 @@ def reconcile(
     mapping: list[FieldRule] | tuple[FieldRule, ...] = DEFAULT_RULES,
     run_id: str | None = None,
     source: str = "salesforce",
+    match_threshold: float = probable.DEFAULT_THRESHOLD,
+    rejected: pa.Table | None = None,
 ) -> ReconciliationResult:
     """Replace kol_crm_reconciliation with this run's result and append its reconciliation_runs row.
 
     kols_relation: a table/view with the warehouse `kols` columns; contacts_relation: one with the
-    canonical contact columns (resources.crm.mapping.CONTACT_SCHEMA).
+    canonical contact columns (resources.crm.mapping.CONTACT_SCHEMA). Pairs scoring at least
+    `match_threshold` are probable matches and duplicates; `rejected` (kol_id, crm_id) pairs are never
+    proposed.
     """
     started = time.perf_counter()
     run_id = run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
@@ -148,6 +155,7 @@ def reconcile(
     ensure_tables(conn)
     _stage(conn, kols_relation, contacts_relation, mapping)
     _contact_rows(conn, mapping)
+    sets = _probable(conn, kols_relation, contacts_relation, match_threshold, rejected)
     conn.execute("BEGIN TRANSACTION")
     try:
         # Recreated rather than emptied, so a table created before ZSTD_COLUMNS gets that layout.
@@ -159,18 +167,42 @@ def reconcile(
         )
         counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} GROUP BY status").fetchall())
         counts = {status: int(counts.get(status, 0)) for status in STATUSES}
+        review = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE needs_review AND kol_primary").fetchone()[0]
         kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)").fetchone()
         duration = time.perf_counter() - started
-        values = [run_id, reconciled_at, source, kols, contacts, *counts.values(), duration, None, None]
-        conn.execute(f"INSERT INTO {RUNS_TABLE} VALUES ({', '.join('?' * len(values))})", values)
+        run = {"run_id": run_id, "reconciled_at": reconciled_at, "source": source, "kols": kols, "contacts": contacts,
+               **counts, "needs_review": review, "duplicate_sets": sets, "match_threshold": match_threshold,
+               "duration_seconds": duration}
+        conn.execute(f"INSERT INTO {RUNS_TABLE} ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})", list(run.values()))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     finally:
-        for table in ("_crm_k", "_crm_c", "_crm_e", "_crm_rows", "_crm_diff"):
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-    return ReconciliationResult(run_id, reconciled_at, int(kols), int(contacts), counts, duration)
+        for table in conn.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND (starts_with(table_name, '_crm_') "
+                                  "OR starts_with(table_name, '_pm_') OR starts_with(table_name, '_dup_'))").fetchall():
+            conn.execute(f"DROP TABLE IF EXISTS {table[0]}")
+    return ReconciliationResult(run_id, reconciled_at, int(kols), int(contacts), counts, duration, int(review), int(sets))
+
+
+def _probable(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, threshold: float,
+              rejected: pa.Table | None) -> int:
+    """The second pass (probable.py, duplicates.py): _pm_match, _pm_candidates and _dup_sets; returns the
+    number of duplicate sets."""
+    conn.execute("""
+CREATE OR REPLACE TEMP TABLE _pm_kpool AS
+SELECT k.kol_id AS id FROM _crm_k k LEFT JOIN _crm_e e ON e.email_n = k.email_n
+WHERE (k.email_n IS NULL OR e.kol_id = k.kol_id)
+  AND k.kol_id NOT IN (SELECT email_kol FROM _crm_rows WHERE kol_primary)""")
+    conn.execute("CREATE OR REPLACE TEMP TABLE _pm_cpool_ids AS SELECT crm_id FROM _crm_rows WHERE status0 = 'crm_only'")
+    rejected = rejected if rejected is not None else pa.table({"kol_id": pa.array([], pa.string()),
+                                                               "crm_id": pa.array([], pa.string())})
+    conn.register("_pm_rejected_arrow", rejected.select(["kol_id", "crm_id"]))
+    conn.execute("CREATE OR REPLACE TEMP TABLE _pm_rejected AS SELECT * FROM _pm_rejected_arrow")
+    conn.unregister("_pm_rejected_arrow")
+    probable.prepare(conn, kols, "_pm_kpool", contacts)
+    probable.match(conn, "_pm_cpool_ids", threshold, "_pm_rejected")
+    return duplicates.find(conn, threshold, "(SELECT kol_id FROM _crm_k)")
 
 
 def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
@@ -205,10 +237,11 @@ def _contact_rows(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tupl
     conn.execute("""
 CREATE OR REPLACE TEMP TABLE _crm_rows AS
 WITH classified AS MATERIALIZED (
-  SELECT c.crm_id, e.kol_id AS email_kol,
+  -- email_kol: the KOL of the contact's email, else the KOL its external id names (a pair an admin confirmed).
+  SELECT c.crm_id, coalesce(e.kol_id, x.kol_id) AS email_kol,
          CASE WHEN c.external_id IS NOT NULL AND x.kol_id IS NULL THEN 'orphan_in_crm'
-              WHEN c.external_id IS NOT NULL AND c.external_id IS DISTINCT FROM e.kol_id THEN 'id_conflict'
-              WHEN e.kol_id IS NULL THEN 'crm_only' END AS pre
+              WHEN c.external_id IS NOT NULL AND e.kol_id IS NOT NULL AND c.external_id <> e.kol_id THEN 'id_conflict'
+              WHEN e.kol_id IS NULL AND x.kol_id IS NULL THEN 'crm_only' END AS pre
   FROM _crm_c c LEFT JOIN _crm_e e ON e.email_n = c.email_n
   LEFT JOIN (SELECT kol_id FROM _crm_k) x ON x.kol_id = c.external_id
 ),
@@ -233,7 +266,7 @@ WHERE NOT ({raw_equal})""")
 
 
 def _rows_sql() -> str:
-    """Every output row (status .. note) from the staged tables."""
+    """Every output row (status .. master_reason) from the staged tables."""
     return """
 WITH lone_kols AS (
   SELECT k.*, e.kol_id AS email_first,
@@ -241,55 +274,37 @@ WITH lone_kols AS (
               WHEN k.kol_id <> e.kol_id THEN 'duplicate_in_kols'
               ELSE 'missing_in_crm' END AS status
   FROM _crm_k k LEFT JOIN _crm_e e ON e.email_n = k.email_n
-  ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary) p ON p.email_kol = k.kol_id
-),
-blocked_kols AS (
-  SELECT kol_id, name_key, crm_text(kol_institution) AS institution_key,
-         regexp_extract(name_key, '([^ ]+)$', 1) AS last_token,
-         left(regexp_replace(name_key, '^((dr|prof|mr|mrs|ms|md|phd) )+', ''), 1) AS initial
-  FROM (SELECT *, crm_name(kol_name) AS name_key FROM lone_kols WHERE status = 'no_email')
-  WHERE name_key IS NOT NULL
-),
-blocked_contacts AS (
-  SELECT crm_id, crm_name(crm_name) AS full_key, crm_text(crm_institution) AS institution_key,
-         regexp_extract(crm_name(last_name), '([^ ]+)$', 1) AS last_token, left(crm_name(first_name), 1) AS initial
-  -- No WHERE on the keys: DuckDB would push it into the scan of every contact; a NULL
-  -- last_token (no last name) joins nothing anyway.
-  FROM _crm_c SEMI JOIN (SELECT crm_id FROM _crm_rows WHERE status0 = 'crm_only') USING (crm_id)
-),
--- A common name blocks many contacts with many KOLs: keys are computed per side, not per pair,
--- and the pairs stay narrow (ids and score) until the top three are picked.
-scored AS (
-  SELECT b.kol_id, c.crm_id,
-         round(0.8 * jaro_winkler_similarity(b.name_key, c.full_key)
-               + 0.2 * coalesce(jaro_winkler_similarity(b.institution_key, c.institution_key), 0), 3) AS score
-  FROM blocked_kols b JOIN blocked_contacts c ON c.last_token = b.last_token AND c.initial = b.initial
-  QUALIFY row_number() OVER (PARTITION BY b.kol_id ORDER BY score DESC, c.crm_id) <= 3
-),
-candidates AS (
-  SELECT kol_id, to_json(list({'crm_id': crm_id, 'name': crm_name, 'email': crm_email,
-                                'institution': crm_institution, 'score': score} ORDER BY score DESC, crm_id)) AS candidates
-  FROM scored JOIN _crm_c USING (crm_id) GROUP BY kol_id
+  ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary UNION ALL SELECT kol_id FROM _pm_match WHERE kol_primary) p
+    ON p.email_kol = k.kol_id
 )
-SELECT CASE WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
+SELECT CASE WHEN m.crm_id IS NOT NULL THEN 'probable_match'
+            WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
             ELSE status0 END AS status,
-       email_kol AS kol_id, coalesce(kol_primary, false) AS kol_primary, crm_id, external_id, c.email_n AS email_normalized,
-       kol_email, crm_email, kol_name, crm_name, coalesce(kol_institution, crm_institution) AS institution,
+       coalesce(r.email_kol, m.kol_id) AS kol_id, coalesce(r.kol_primary, m.kol_primary, false) AS kol_primary,
+       crm_id, external_id, c.email_n AS email_normalized, k.kol_email, crm_email, k.kol_name, crm_name,
+       coalesce(k.kol_institution, crm_institution) AS institution,
        differences, NULL::JSON AS candidates,
-       CASE status0
+       CASE WHEN m.crm_id IS NOT NULL THEN 'probably the same person (score ' || m.score || '): '
+                                           || 'commops reconcile confirm or reject ' || m.kol_id || ' ' || crm_id
+            ELSE CASE status0
          WHEN 'orphan_in_crm' THEN 'external id ' || external_id || ' names no KOL'
-                                   || coalesce('; email matches ' || email_kol, '')
-         WHEN 'id_conflict' THEN 'external id names ' || external_id || ', email '
-                                 || coalesce('matches ' || email_kol, 'matches no KOL')
+                                   || coalesce('; email matches ' || r.email_kol, '')
+         WHEN 'id_conflict' THEN 'external id names ' || external_id || ', email matches ' || r.email_kol
          WHEN 'duplicate_in_crm' THEN 'contacts sharing this email: ' || shared
          WHEN 'crm_only' THEN CASE WHEN c.email_n IS NULL THEN 'contact has no email' END
-       END AS note
-FROM _crm_rows r JOIN _crm_c c USING (crm_id) LEFT JOIN _crm_k k ON k.kol_id = r.email_kol
-LEFT JOIN _crm_diff USING (crm_id)
+       END END AS note,
+       m.score AS match_score, m.reasons AS match_reasons, m.crm_id IS NOT NULL AND m.kol_primary AS needs_review,
+       d.duplicate_set_id, d.suggested_master, d.master_reason
+FROM _crm_rows r JOIN _crm_c c USING (crm_id) LEFT JOIN _pm_match m USING (crm_id)
+LEFT JOIN _crm_k k ON k.kol_id = coalesce(r.email_kol, m.kol_id)
+LEFT JOIN _crm_diff USING (crm_id) LEFT JOIN _dup_sets d USING (crm_id)
 UNION ALL BY NAME
 SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external_id, l.email_n AS email_normalized,
        l.kol_email, NULL AS crm_email, l.kol_name, NULL AS crm_name, l.kol_institution AS institution,
        NULL::JSON AS differences, c.candidates,
-       CASE l.status WHEN 'duplicate_in_kols' THEN 'KOL ' || l.email_first
-                                                || ' has the same email and is the one reconciled' END AS note
-FROM lone_kols l LEFT JOIN candidates c USING (kol_id)"""
+       CASE WHEN l.status = 'duplicate_in_kols' THEN 'KOL ' || l.email_first || ' has the same email and is the one reconciled'
+            WHEN c.review THEN 'needs review: a contact probably is this KOL (see candidates); write-back will not create it'
+       END AS note,
+       NULL::DOUBLE AS match_score, NULL::JSON AS match_reasons, coalesce(c.review, false) AS needs_review,
+       NULL AS duplicate_set_id, NULL AS suggested_master, NULL AS master_reason
+FROM lone_kols l LEFT JOIN _pm_candidates c USING (kol_id)"""

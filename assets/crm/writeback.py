@@ -2,7 +2,8 @@
 its application through the CRM resource's duck-typed interface.
 
 - missing_in_crm KOL: a create, upserted by external id = KOL id, with every mapped field (the
-  name split into first_name / last_name at the last space) and the email;
+  name split into first_name / last_name at the last space) and the email; not for a KOL that
+  needs review (a contact probably is that KOL: `needs_review`), which would create a duplicate;
 - conflict pair: an update of exactly the differing fields whose policy is "kol", plus the
   external id when the contact has none;
 - nothing else is written (report-only and CRM-wins fields, duplicates, id conflicts and orphans
@@ -47,10 +48,6 @@ class CrmWriter(Protocol):
     def update_contacts(self, rows: list[dict[str, Any]]) -> Sequence[WriteResult]: ...
 
 
-def _crm_fields(rule: FieldRule) -> tuple[str, ...]:
-    return ("first_name", "last_name") if rule.crm_column == FULL_NAME else (rule.crm_column,)
-
-
 def plan_writeback(
     conn: duckdb.DuckDBPyConnection, rules: Iterable[FieldRule], kols_relation: str = "kols"
 ) -> pa.Table:
@@ -75,7 +72,8 @@ def plan_writeback(
     values = ", ".join(f"CAST(({rule.kol_column_sql}) AS VARCHAR) AS v{i}" for i, rule in enumerate(rules))
     missing = conn.execute(
         f"SELECT id, email, {values} FROM {kols_relation} WHERE id IN "
-        f"(SELECT kol_id FROM {RESULT_TABLE} WHERE status = 'missing_in_crm' AND kol_primary) ORDER BY id"
+        f"(SELECT kol_id FROM {RESULT_TABLE} WHERE status = 'missing_in_crm' AND kol_primary AND NOT needs_review) "
+        "ORDER BY id"
     ).fetchall()
     for kol_id, email, *mapped in missing:
         create = {"external_id": kol_id, "email": email}
@@ -134,13 +132,13 @@ def apply_plan(plan: pa.Table, crm: CrmWriter, run_id: str = "") -> pa.Table:
                     audit.append({"run_id": run_id, "at": at, "mode": "applied" if ok else "failed", "action": action,
                                   "kol_id": kol_id, "crm_id": row["crm_id"] or crm_id, "field": row["field"],
                                   "old_value": row["old_value"], "new_value": row["new_value"], "error": error})
-    return _audit_table(audit)
+    return audit_table(audit)
 
 
 def dry_run(plan: pa.Table, run_id: str) -> pa.Table:
     """Audit rows of a plan not sent (mode dry_run)."""
     at = datetime.now(UTC)
-    return _audit_table([dict(row, run_id=run_id, at=at, mode="dry_run", error=None) for row in plan.to_pylist()])
+    return audit_table([dict(row, run_id=run_id, at=at, mode="dry_run", error=None) for row in plan.to_pylist()])
 
 
 AUDIT = pa.schema(
@@ -152,7 +150,8 @@ AUDIT = pa.schema(
 )
 
 
-def _audit_table(rows: list[dict[str, Any]]) -> pa.Table:
+def audit_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Audit rows (dicts with the AUDIT columns) as a table."""
     return pa.Table.from_pylist(rows, schema=AUDIT)
 
 
@@ -165,3 +164,12 @@ def record_audit(conn: duckdb.DuckDBPyConnection, audit: pa.Table) -> int:
     finally:
         conn.unregister("_crm_audit_rows")
     return audit.num_rows
+
+
+def needs_review(conn: duckdb.DuckDBPyConnection) -> list[tuple[str, str | None, float | None]]:
+    """(kol_id, crm_id, score) of the KOLs write-back leaves alone because a contact probably is that KOL:
+    probable_match rows, and KOLs whose best candidate (taken by another KOL) reaches the threshold."""
+    return conn.execute(f"""
+SELECT kol_id, coalesce(crm_id, json_extract_string(candidates, '$[0].crm_id')),
+       coalesce(match_score, json_extract(candidates, '$[0].score')::DOUBLE)
+FROM {RESULT_TABLE} WHERE needs_review AND kol_primary ORDER BY kol_id""").fetchall()

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines.cli.command_checks import fail, require_free_port, writable_data_dir
-from pipelines.cli.reconcile import ReconcileError, ReconciliationSummary, run_reconciliation
+from pipelines.cli.reconcile import ReconcileError, ReconciliationSummary, run_reconciliation, run_review
 from resources.crm.errors import CrmError
 from resources.settings import SettingsError
 
@@ -29,13 +29,25 @@ def print_reconciliation(summary: ReconciliationSummary, console: Console) -> No
     console.print(table)
     planned = summary.writeback
     if planned:
-        mode = "applied" if planned.get("applied") else "dry run (commops reconcile --apply writes them)"
+        if planned.get("applied"):
+            mode = "applied"
+        elif planned.get("writable", True):
+            mode = "dry run (commops reconcile --apply writes them)"
+        else:
+            mode = "dry run (the CRM is a CSV export: nothing can be written back)"
         console.print(
             f"Write-back, {mode}: {planned.get('creates', 0):,} contacts to create, "
             f"{planned.get('updates', 0):,} to update ({planned.get('fields', 0):,} field values in all); "
             f"failed {planned.get('failed', 0):,}",
             soft_wrap=True,
         )
+    if summary.needs_review:
+        console.print(f"Needs review: {summary.needs_review:,} KOLs probably have a contact under another email; none is "
+                      "created for them. See the report's probable_match section, then "
+                      "`commops reconcile confirm KOL CONTACT` or `commops reconcile reject KOL CONTACT`.", soft_wrap=True)
+    if summary.duplicate_sets:
+        console.print(f"Duplicate sets in the CRM: {summary.duplicate_sets:,} (merge file beside the report, "
+                      "latest-merge.csv; nothing is merged for you)", soft_wrap=True)
     console.print(f"Report:  {summary.report_html}", soft_wrap=True)
     console.print(f"CSV:     {summary.report_csv}", soft_wrap=True)
     console.print("Tables:  kol_crm_reconciliation, reconciliation_runs, crm_writeback_audit in analytics.duckdb")
@@ -51,15 +63,57 @@ def reconcile_and_report(command: str, **kwargs) -> ReconciliationSummary:
     return summary
 
 
-@click.command("reconcile")
+@click.group("reconcile", invoke_without_command=True)
 @click.option("--data-dir", help="Where the warehouse and reports are (default: $COMMOPS_DATA_DIR or ./data).")
 @click.option("--apply", is_flag=True,
               help="Write the fixes to the CRM: create missing contacts and update the fields whose policy says the KOL "
-                   "record wins (never deletes). Default: a dry run that only lists them.")
-def reconcile(data_dir: str | None, apply: bool) -> None:
-    """Reconcile the warehouse's KOLs against the CRM's contacts by email; write the reports."""
+                   "record wins (never deletes, never creates a KOL that has a probable match). Default: a dry run that "
+                   "only lists them.")
+@click.pass_context
+def reconcile(ctx: click.Context, data_dir: str | None, apply: bool) -> None:
+    """Reconcile the warehouse's KOLs against the CRM's contacts (by email, then probable matches); write the
+    reports. `confirm` / `reject` answer a probable match."""
+    if ctx.invoked_subcommand is not None:
+        if apply:
+            fail("reconcile", f"--apply goes without a subcommand (it is not an option of {ctx.invoked_subcommand})")
+        ctx.obj = data_dir
+        return
     data = writable_data_dir("reconcile", data_dir)
     reconcile_and_report("reconcile", data_dir=data, apply=apply)
+
+
+def _review(ctx: click.Context, action: str, kol_id: str, contact_id: str, data_dir: str | None) -> None:
+    command = f"reconcile {action}"
+    data = writable_data_dir(command, data_dir or ctx.obj)
+    try:
+        outcome = run_review(action, kol_id, contact_id, data_dir=data)
+    except (SettingsError, ReconcileError, CrmError) as error:
+        fail(command, str(error))
+    if outcome.error:
+        fail(command, f"Salesforce refused to update contact {contact_id}: {outcome.error} (audited in crm_writeback_audit)")
+    if action == "confirm":
+        click.echo(f"Confirmed: contact {contact_id} now carries {kol_id} as its external id; the next `commops reconcile` "
+                   "pairs them." if outcome.done else f"Nothing to do: contact {contact_id} already carries {kol_id}.")
+    else:
+        click.echo(f"Rejected: {kol_id} and {contact_id} will not be proposed again (kept in "
+                   f"{data / 'crm' / 'rejected-pairs.csv'})." if outcome.done else
+                   f"Nothing to do: {kol_id} and {contact_id} were rejected before.")
+
+
+def _review_command(action: str, help_text: str) -> None:
+    @reconcile.command(action, help=help_text)
+    @click.argument("kol_id")
+    @click.argument("contact_id")
+    @click.option("--data-dir", help="Where the warehouse is (default: $COMMOPS_DATA_DIR or ./data).")
+    @click.pass_context
+    def command(ctx: click.Context, kol_id: str, contact_id: str, data_dir: str | None) -> None:
+        _review(ctx, action, kol_id, contact_id, data_dir)
+
+
+_review_command("confirm", "A probable match is one person: write KOL_ID to the contact's external-id field in "
+                           "Salesforce (audited).")
+_review_command("reject", "A probable match is two people: never propose the pair again (kept in the data directory, "
+                          "audited).")
 
 
 @click.group("crm")

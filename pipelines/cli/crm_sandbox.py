@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assets.crm.discrepancies import plant_discrepancies
+from salesforce_standin.discrepancies import plant_discrepancies
 from resources.commops_api import ApiClient
 from salesforce_standin import SalesforceStandIn
 

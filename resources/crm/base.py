@@ -1,4 +1,5 @@
-"""What both CRM resources share: the external-id field and the admin's custom fields (the mapping's settings)."""
+"""What both CRM resources share: the external-id field, the admin's custom fields (the mapping's settings) and
+the probable-match threshold."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from pydantic import Field, field_validator
 
 from resources.crm.mapping import DEFAULT_EXTERNAL_ID_FIELD
 
+DEFAULT_MATCH_THRESHOLD = 0.96  # chosen by benchmarks/crm_matching.py (docs/crm-decisions-reconciliation.md)
+
 
 class MappedCrmResource(dg.ConfigurableResource):
     external_id_field: str | None = Field(
         default=DEFAULT_EXTERNAL_ID_FIELD, description="Field (or export column) holding the KOL id (SALESFORCE_EXTERNAL_ID_FIELD)."
     )
     custom_fields: str = Field(default="", description='JSON object {canonical name: "Field__c"} (SALESFORCE_CUSTOM_FIELDS).')
+    match_threshold: float = Field(default=DEFAULT_MATCH_THRESHOLD, ge=0, le=1,
+                                   description="Score from which a pair is a probable match (COMMOPS_CRM_MATCH_THRESHOLD).")
 
     @field_validator("custom_fields", mode="before")
     @classmethod

@@ -2,7 +2,8 @@
 
 Read with pyarrow's streaming CSV reader, every column as text (ids and phone numbers must not
 become numbers), UTF-8 with or without BOM. Headers are API names (Id, FirstName, Account.Name,
-...) or the report's labels ("Contact ID", "First Name", "Account Name", ...).
+...; Data Loader writes them upper-case) or the report's labels ("Contact ID", "First Name",
+"Account Name", ...), in any case.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pydantic import Field
 
 from resources.crm.base import MappedCrmResource
 from resources.crm.errors import CrmError
-from resources.crm.mapping import REQUIRED_EXPORT_FIELDS, ContactMapping, parse_custom_fields, to_batch
+from resources.crm.mapping import REQUIRED_EXPORT_FIELDS, STANDARD_FIELDS, ContactMapping, parse_custom_fields, to_batch
 
 # report labels (lower-cased) -> API names
 REPORT_HEADERS = {
@@ -45,20 +46,34 @@ class CrmCsvResource(MappedCrmResource):
         path = Path(self.path)
         try:
             with path.open(encoding="utf-8-sig", newline="") as handle:
-                return next(csv.reader(handle), [])
+                header = next(csv.reader(handle), [])
         except FileNotFoundError:
             raise CrmError(f"CRM export {path} does not exist: fix COMMOPS_CRM_CSV") from None
         except UnicodeDecodeError:
             raise CrmError(f"CRM export {path} is not UTF-8: export the report as CSV in UTF-8") from None
+        if not any(name.strip() for name in header):
+            raise CrmError(f"CRM export {path} is empty (no header row): export the contacts report again")
+        return header
+
+    def _api_names(self, header: list[str], custom: dict[str, str]) -> list[str]:
+        """The header as API names, matched without regard to case: Data Loader writes ID, FIRSTNAME,
+        ACCOUNT.NAME; Workbench Id, FirstName; a report export its labels (First Name, Account Name)."""
+        known = {name.lower(): name for name in [*STANDARD_FIELDS.values(), *custom.values(),
+                                                  *([self.external_id_field] if self.external_id_field else [])]}
+        known.update(REPORT_HEADERS)
+        api_names = [known.get(name.strip().lower(), name.strip()) for name in header]
+        missing = [name for name in [*REQUIRED_EXPORT_FIELDS, *custom.values()] if name not in api_names]
+        if missing:
+            found = ", ".join(name.strip() for name in header)
+            raise CrmError(f"CRM export {self.path} lacks the column{'s' if len(missing) > 1 else ''} "
+                           f"{', '.join(missing)} (found: {found}): export them with the report (API names such as "
+                           "FirstName or report labels such as First Name, any case)")
+        return api_names
 
     def iter_contacts(self, batch_size: int = 10_000) -> Iterator[pa.RecordBatch]:
         """The export's contacts as canonical RecordBatches (one per CSV block, about `batch_size` rows)."""
         custom = parse_custom_fields(self.custom_fields)
-        header = self._header()
-        api_names = [REPORT_HEADERS.get(name.strip().lower(), name.strip()) for name in header]
-        for required in [*REQUIRED_EXPORT_FIELDS, *custom.values()]:
-            if required not in api_names:
-                raise CrmError(f"CRM export {self.path} lacks the column {required}: export it with the report")
+        api_names = self._api_names(self._header(), custom)
         external = self.external_id_field if self.external_id_field in api_names else None
         mapping = ContactMapping(external_id_field=external, custom_fields=custom)
         # ~200 bytes a contact row: blocks of about batch_size rows, at least 1 MiB

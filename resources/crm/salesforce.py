@@ -117,6 +117,11 @@ class SalesforceResource(MappedCrmResource):
         return f"salesforce {self.instance_url or self.login_url or f'https://{self.domain}.salesforce.com'}"
 
     @property
+    def record_base_url(self) -> str:
+        """https://<instance> of the org, where its records open (the login tells it)."""
+        return f"https://{self._call(lambda sf: sf.sf_instance)}"
+
+    @property
     def _can_login(self) -> bool:
         return bool(self.username and self.password)
 

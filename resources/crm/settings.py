@@ -13,6 +13,7 @@ import dagster as dg
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from resources.crm.base import DEFAULT_MATCH_THRESHOLD
 from resources.crm.csv_export import CrmCsvResource
 from resources.crm.errors import CrmError
 from resources.crm.mapping import DEFAULT_EXTERNAL_ID_FIELD, parse_custom_fields
@@ -38,6 +39,8 @@ class CrmSettings(BaseSettings):
     salesforce_bulk_threshold: int = Field(default=10_000, ge=0, description="Record count above which Bulk 2.0 is used.")
     salesforce_custom_fields: str = Field(default="", description='JSON {canonical name: "Field__c"}.')
     commops_crm_csv: str | None = Field(default=None, description="Salesforce report export to read instead of Salesforce.")
+    commops_crm_match_threshold: float = Field(default=DEFAULT_MATCH_THRESHOLD, ge=0, le=1,
+                                               description="Score from which a pair is a probable match.")
 
 
 NOT_CONFIGURED = (
@@ -65,7 +68,8 @@ def build_crm_resource(settings: CrmSettings | None = None) -> SalesforceResourc
     parse_custom_fields(settings.salesforce_custom_fields)  # a bad value fails here, naming the variable
     if settings.commops_crm_csv:
         return CrmCsvResource(path=settings.commops_crm_csv, external_id_field=settings.salesforce_external_id_field,
-                              custom_fields=settings.salesforce_custom_fields)
+                              custom_fields=settings.salesforce_custom_fields,
+                              match_threshold=settings.commops_crm_match_threshold)
     if not (settings.salesforce_username or settings.salesforce_instance_url):
         return None
     # only variables that are set become EnvVars: Dagster refuses an EnvVar whose variable is missing
@@ -81,5 +85,6 @@ def build_crm_resource(settings: CrmSettings | None = None) -> SalesforceResourc
         external_id_field=settings.salesforce_external_id_field,
         bulk_threshold=settings.salesforce_bulk_threshold,
         custom_fields=settings.salesforce_custom_fields,
+        match_threshold=settings.commops_crm_match_threshold,
         **secrets,
     )

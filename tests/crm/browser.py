@@ -42,5 +42,5 @@ def screenshot(url: str, png: Path, profile: Path, size: str = "1400,2000") -> P
     return png
 
 
-def dump_dom(url: str, profile: Path) -> str:
-    return _run(["--dump-dom", url], profile).stdout
+def dump_dom(url: str, profile: Path, size: str = "1400,2000") -> str:
+    return _run([f"--window-size={size}", "--dump-dom", url], profile).stdout

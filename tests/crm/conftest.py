@@ -3,7 +3,9 @@ tests that change data start their own with `fresh_standin`."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -11,11 +13,14 @@ from simple_salesforce import Salesforce, SalesforceLogin
 
 from resources.crm.salesforce import SalesforceResource
 from salesforce_standin import SalesforceStandIn
+from tests.pipeline.conftest import start_service
+from tests.pipeline.sync_support import sync
 
 USERNAME = "integration@example.com"
 PASSWORD = "correct horse battery"
 TOKEN = "Tok3nTok3n"
 SEEDED = 4_500
+SYNCED_KOLS = 240
 CITIES = [("Boston", "MA", "US"), ("Lyon", None, "FR"), (None, None, None), ("Toronto", "ON", "CA")]
 ACCOUNTS = ["Mass General", "Hospices Civils de Lyon", None, "Sunnybrook, Toronto"]
 
@@ -82,3 +87,22 @@ def raw_client(standin: SalesforceStandIn) -> Salesforce:
 @pytest.fixture(scope="session")
 def client(standin) -> Salesforce:
     return raw_client(standin)
+
+
+@pytest.fixture(scope="session")
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
+    """A service with SYNCED_KOLS KOLs, synced once into a data directory that tests copy."""
+    service = start_service(tmp_path_factory.mktemp("crm_service"), kols=SYNCED_KOLS, random_seed=7)
+    data = tmp_path_factory.mktemp("crm_synced") / "data"
+    sync(service, data)
+    yield service, data
+    service.server.stop()
+
+
+@pytest.fixture
+def data_dir(synced, tmp_path: Path) -> Path:
+    """A private copy of the synced data directory (the reconciliation writes to its warehouse)."""
+    _, data = synced
+    copy = tmp_path / "data"
+    shutil.copytree(data, copy, ignore=shutil.ignore_patterns("dagster_home", "*.lock"))
+    return copy

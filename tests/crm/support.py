@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import duckdb
 import pyarrow as pa
 
-from assets.crm.discrepancies import plant_discrepancies
+from salesforce_standin.discrepancies import plant_discrepancies
+from pipelines.cli.crm_sandbox import Sandbox
+from pipelines.cli.reconcile import run_reconciliation
 from resources.crm.mapping import ContactMapping, to_batch
 
 FIRST = ["Anna", "Ben", "Chloé", "David", "Eva", "Farid", "Grace", "Hiro", "Inès", "Jonas"]
@@ -55,3 +62,29 @@ def planted(seed: int = 7, n: int = 72, rate: float = 0.4) -> tuple[list[dict], 
     kols = make_kols(n)
     contacts, expected = plant_discrepancies(kols, rate, seed)
     return kols, contacts, expected
+
+
+@contextmanager
+def crm_env(box: Sandbox | dict[str, str]) -> Iterator[None]:
+    """The sandbox's SALESFORCE_* settings (or these variables) in the environment, where the CRM resource reads them."""
+    env = box if isinstance(box, dict) else box.env
+    before = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def reconcile_against(box: Sandbox | dict[str, str], data_dir: Path, apply: bool = False):
+    with crm_env(box):
+        return run_reconciliation(data_dir=data_dir, apply=apply, instance=dg.DagsterInstance.ephemeral())
+
+
+def rows(path: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(path), read_only=True) as conn:
+        return conn.execute(sql).fetchall()

@@ -78,15 +78,19 @@ def test_case_and_whitespace_emails_never_conflict():
     assert result.counts["matched"] == 3
 
 
-def test_no_email_candidates_rank_the_contact_with_the_kols_name(reconciled):
+def test_a_kol_without_email_is_a_probable_match_of_its_contact_with_reasons(reconciled):
     conn, expected, kols = reconciled
     by_id = {kol["id"]: kol for kol in kols}
-    rows = conn.execute(f"SELECT kol_id, candidates::VARCHAR FROM {RESULT_TABLE} WHERE status = 'no_email'").fetchall()
-    assert rows
-    for kol_id, candidates in rows:
-        ranked = json.loads(candidates)
-        assert 1 <= len(ranked) <= 3
-        assert ranked[0]["name"] == by_id[kol_id]["full_name"] and ranked[0]["email"] == f"{kol_id}@crm-only.example"
+    rows = conn.execute(f"SELECT kol_id, crm_name, match_score, match_reasons::VARCHAR, needs_review FROM {RESULT_TABLE} "
+                        "WHERE status = 'probable_match' AND kol_primary").fetchall()
+    without_email = [row for row in rows if not by_id[row[0]]["email"]]
+    assert without_email
+    for kol_id, crm_name, score, reasons, review in without_email:
+        assert crm_name == by_id[kol_id]["full_name"] and 0.9 <= score <= 1 and review
+        fields = {reason["field"]: reason for reason in json.loads(reasons)}
+        assert set(fields) == {"name", "phone", "email", "institution", "role"}
+        assert fields["name"]["level"] == "first exact, last exact" and fields["name"]["bits"] > 0
+        assert fields["phone"]["level"] == "equal" and fields["phone"]["kol"] == fields["phone"]["crm"]
 
 
 def test_kols_sharing_an_email_are_duplicate_in_kols_and_archived_kols_are_left_out():
@@ -118,8 +122,7 @@ def test_custom_rule_compares_a_key_of_the_custom_json():
 def test_runs_table_appends_and_result_is_replaced(reconciled):
     conn, _, _ = reconciled
     reconcile(conn, "kols", "contacts", run_id="run-2")
-    runs = conn.execute(f"SELECT run_id, matched + conflict + missing_in_crm + crm_only + duplicate_in_crm + no_email "
-                        f"+ orphan_in_crm + id_conflict + duplicate_in_kols FROM {RUNS_TABLE} ORDER BY reconciled_at").fetchall()
+    runs = conn.execute(f"SELECT run_id, {' + '.join(STATUSES)} FROM {RUNS_TABLE} ORDER BY reconciled_at").fetchall()
     assert [r for r, _ in runs][-2:] == ["run-1", "run-2"]
     assert runs[-1][1] == conn.execute(f"SELECT count(*) FROM {RESULT_TABLE}").fetchone()[0]
     assert conn.execute(f"SELECT DISTINCT run_id FROM {RESULT_TABLE}").fetchall() == [("run-2",)]
@@ -130,18 +133,20 @@ def test_runs_table_appends_and_result_is_replaced(reconciled):
 
 def test_sql_generator_plants_the_same_cases():
     """The benchmark's DuckDB generator: statuses come out as planted (sampled at 2,000 KOLs)."""
-    from assets.crm.discrepancies import generate_kols_sql, plant_discrepancies_sql
+    from salesforce_standin.discrepancies import generate_kols_sql, plant_discrepancies_sql
 
     conn = duckdb.connect()
     generate_kols_sql(conn, "kols", 2000, seed=3)
     plant_discrepancies_sql(conn, "kols", "contacts", 0.3, seed=3)
     result = reconcile(conn, "kols", "contacts", run_id="sql")
     for status in ("matched", "conflict", "missing_in_crm", "crm_only", "duplicate_in_crm", "orphan_in_crm", "id_conflict",
-                   "no_email"):
+                   "probable_match"):
         assert result.counts[status] > 0, status
-    with_candidates = conn.execute("SELECT count(*) FROM kol_crm_reconciliation WHERE status = 'no_email' "
-                                   "AND candidates IS NOT NULL").fetchone()[0]
-    assert with_candidates == result.counts["no_email"]
+    # the KOLs without email have a contact of their own under an email the warehouse lacks: probable matches
+    without_email = conn.execute("SELECT count(*) FROM kols WHERE email IS NULL").fetchone()[0]
+    paired = conn.execute("SELECT count(*) FROM kol_crm_reconciliation JOIN kols ON id = kol_id "
+                          "WHERE email IS NULL AND status = 'probable_match' AND kol_primary").fetchone()[0]
+    assert without_email and paired == without_email and result.counts["no_email"] == 0
     assert result.counts["matched"] + result.counts["conflict"] > 1400
 
 

@@ -5,11 +5,9 @@ job run in-process, its tables published, its reports written, its write-back dr
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -18,30 +16,9 @@ import pytest
 
 from pipelines.cli.crm_sandbox import Sandbox, start_sandbox
 from pipelines.cli.reconcile import ReconcileError, run_reconciliation
-from tests.pipeline.conftest import start_service
-from tests.pipeline.sync_support import sync
+from tests.crm.support import crm_env, reconcile_against, rows
 
-KOLS = 240
 RATE = 0.25
-
-
-@pytest.fixture(scope="module")
-def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
-    """A service with KOLS KOLs, synced once into a data directory that tests copy."""
-    service = start_service(tmp_path_factory.mktemp("crm_service"), kols=KOLS, random_seed=7)
-    data = tmp_path_factory.mktemp("crm_synced") / "data"
-    sync(service, data)
-    yield service, data
-    service.server.stop()
-
-
-@pytest.fixture
-def data_dir(synced, tmp_path: Path) -> Path:
-    """A private copy of the synced data directory (the reconciliation writes to its warehouse)."""
-    _, data = synced
-    copy = tmp_path / "data"
-    shutil.copytree(data, copy, ignore=shutil.ignore_patterns("dagster_home", "*.lock"))
-    return copy
 
 
 @pytest.fixture
@@ -52,33 +29,8 @@ def sandbox(synced, data_dir: Path) -> Iterator[Sandbox]:
     box.stop()
 
 
-@contextmanager
-def crm_env(box: Sandbox) -> Iterator[None]:
-    """The sandbox's SALESFORCE_* settings in the environment, where the CRM resource reads them."""
-    before = {name: os.environ.get(name) for name in box.env}
-    os.environ.update(box.env)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def reconcile(box: Sandbox, data_dir: Path, apply: bool = False):
-    with crm_env(box):
-        return run_reconciliation(data_dir=data_dir, apply=apply, instance=dg.DagsterInstance.ephemeral())
-
-
-def rows(path: Path, sql: str) -> list[tuple]:
-    with duckdb.connect(str(path), read_only=True) as conn:
-        return conn.execute(sql).fetchall()
-
-
 def test_every_planted_case_gets_its_status_and_the_published_copy_holds_the_result(sandbox, data_dir):
-    summary = reconcile(sandbox, data_dir)
+    summary = reconcile_against(sandbox, data_dir)
 
     analytics = data_dir / "analytics.duckdb"
     kol_status = dict(rows(analytics, "SELECT kol_id, status FROM kol_crm_reconciliation WHERE kol_primary"))
@@ -102,18 +54,29 @@ def test_every_planted_case_gets_its_status_and_the_published_copy_holds_the_res
     assert summary.report_html.is_file() and summary.report_csv.is_file()
     assert summary.report_html.parent == data_dir / "reports" / "reconciliation"
     assert runs[0][3] == str(summary.report_html)
+    # duplicate sets: contacts sharing an email are one set, and so are an orphan and the contact it was copied from
+    sets = rows(analytics, "SELECT duplicate_set_id, list(crm_id ORDER BY crm_id), any_value(suggested_master), "
+                           "list(status ORDER BY crm_id), any_value(master_reason) FROM kol_crm_reconciliation "
+                           "WHERE duplicate_set_id IS NOT NULL GROUP BY 1")
+    shared_email = {c for c, s in expected.items() if s == "duplicate_in_crm" and not c.startswith("kol_")}
+    assert shared_email and shared_email <= {c for _, members, *_ in sets for c in members}
+    orphan_sets = [s for s in sets if "orphan_in_crm" in s[3]]
+    assert orphan_sets and all(reason == "has the external id (linked to its KOL)" for *_, reason in orphan_sets)
+    merge = summary.report_html.parent / "latest-merge.csv"
+    merged = merge.read_text(encoding="utf-8-sig").splitlines()
+    assert merged[0].startswith("MasterRecordId,DuplicateRecordId") and len(merged) - 1 == sum(len(m) - 1 for _, m, *_ in sets)
 
 
 def test_a_dry_run_changes_nothing_in_the_crm_and_apply_creates_and_updates_with_an_audit(sandbox, data_dir):
     before = {c["Id"]: c for c in sandbox.standin.contacts()}
-    dry = reconcile(sandbox, data_dir)
+    dry = reconcile_against(sandbox, data_dir)
     assert {c["Id"]: c for c in sandbox.standin.contacts()} == before
     missing = dry.counts["missing_in_crm"]
     assert missing > 0 and dry.writeback["creates"] == missing and not dry.writeback["applied"]
     audit = data_dir / "analytics.duckdb"
     assert {m for (m,) in rows(audit, "SELECT DISTINCT mode FROM crm_writeback_audit")} == {"dry_run"}
 
-    applied = reconcile(sandbox, data_dir, apply=True)
+    applied = reconcile_against(sandbox, data_dir, apply=True)
     assert applied.writeback["applied"] and applied.writeback["failed"] == 0
     after = sandbox.standin.contacts()
     assert len(after) == len(before) + missing
@@ -122,7 +85,7 @@ def test_a_dry_run_changes_nothing_in_the_crm_and_apply_creates_and_updates_with
     modes = dict(rows(audit, "SELECT mode, count(*) FROM crm_writeback_audit GROUP BY mode"))
     assert modes["applied"] > 0 and "failed" not in modes
 
-    again = reconcile(sandbox, data_dir)
+    again = reconcile_against(sandbox, data_dir)
     assert again.counts["missing_in_crm"] == 0
     # the conflicts left are on fields the KOL record does not own (names, institutions)
     left = rows(audit, "SELECT DISTINCT unnest(from_json(differences, '[{\"field\":\"VARCHAR\"}]')).field "
@@ -148,7 +111,7 @@ def test_a_report_export_named_by_commops_crm_csv_reconciles_like_salesforce_and
 ):
     import csv
 
-    through_salesforce = reconcile(sandbox, data_dir)
+    through_salesforce = reconcile_against(sandbox, data_dir)
     columns = ["Id", "FirstName", "LastName", "Email", "Title", "Phone", "Department", "Account.Name",
                "MailingCity", "MailingState", "MailingCountry", "LastModifiedDate", "KOL_Id__c"]
     export = tmp_path / "contacts-report.csv"

@@ -10,7 +10,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets.crm.reconcile import reconcile
+from assets.crm.reconcile import DEFAULT_RULES, reconcile
+from assets.crm.writeback import plan_writeback
 from assets.crm.report import markdown_summary, write_reports
 from assets.crm.tables import RESULT_TABLE, STATUSES
 from tests.crm import browser
@@ -25,7 +26,8 @@ def reported(tmp_path_factory) -> tuple[duckdb.DuckDBPyConnection, Path, Path, d
     reconcile(conn, "kols", "contacts", run_id="2026-11-23T10:00:00Z/a")
     result = reconcile(conn, "kols", "contacts", run_id="2026-11-23T11:00:00Z/b")
     directory = tmp_path_factory.mktemp("reports")
-    csv_path, html_path = write_reports(conn, directory, rows_per_status=20)
+    csv_path, html_path = write_reports(conn, directory, rows_per_status=20,
+                                        record_base_url="https://example.my.salesforce.com")
     return conn, csv_path, html_path, result.counts
 
 
@@ -46,6 +48,21 @@ def test_csv_is_excel_friendly_and_complete(reported):
     assert (csv_path.parent / "latest.csv").read_bytes() == raw
     summary = markdown_summary(conn)
     assert f"| conflict | {counts['conflict']} |" in summary and str(csv_path.with_suffix(".html")) in summary
+    probable = next(r for r in rows if r["status"] == "probable_match")
+    assert float(probable["match_score"]) >= 0.96 and probable["match_reasons"].startswith("name first ")
+
+
+def test_merge_csv_names_each_duplicate_with_its_master(reported):
+    conn, csv_path, _, _ = reported
+    merge = csv_path.with_name(csv_path.stem + "-merge.csv")
+    with merge.open(encoding="utf-8-sig", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    sets = dict(conn.execute(f"SELECT duplicate_set_id, count(*) FROM {RESULT_TABLE} WHERE duplicate_set_id IS NOT NULL "
+                             "GROUP BY 1").fetchall())
+    assert rows and len(rows) == sum(sets.values()) - len(sets)  # every contact of a set but its master
+    masters = dict(conn.execute(f"SELECT crm_id, suggested_master FROM {RESULT_TABLE} WHERE duplicate_set_id IS NOT NULL").fetchall())
+    assert all(masters[row["DuplicateRecordId"]] == row["MasterRecordId"] != row["DuplicateRecordId"] for row in rows)
+    assert list(rows[0])[:2] == ["MasterRecordId", "DuplicateRecordId"] and rows[0]["MasterReason"]
 
 
 class Rows(HTMLParser):
@@ -90,14 +107,16 @@ class Rows(HTMLParser):
 def test_html_in_a_browser(reported, tmp_path):
     conn, _, html_path, counts = reported
     text = html_path.read_text(encoding="utf-8")
-    assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in text
+    offline = re.sub(r'<a class="record" href="https://[^"]+"', "", text).replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "http://" not in offline and "https://" not in offline  # only links to the records, nothing loaded
     png = browser.screenshot(html_path.as_uri(), tmp_path / "report.png", tmp_path / "profile")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
 
     page = Rows()
     page.feed(browser.dump_dom(html_path.as_uri(), tmp_path / "profile"))
     assert page.counts == counts
-    shown = sum(min(n, 20) for n in counts.values())
+    sets = conn.execute(f"SELECT count(DISTINCT duplicate_set_id) FROM {RESULT_TABLE}").fetchone()[0]
+    shown = sum(min(n, 20) for n in counts.values()) + min(sets, 20)
     assert len(page.visible) == shown and page.hidden == 0
     assert "the CSV has all of them" in text  # matched (53) is cut at 20 rows
 
@@ -116,3 +135,38 @@ def test_missing_chromium_fails_on_ci_and_skips_elsewhere(monkeypatch):
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
         browser.chromium()
+
+
+def test_the_page_fits_1280_px_says_what_to_do_and_shows_probable_matches_side_by_side(reported, tmp_path):
+    conn, _, html_path, counts = reported
+    dom = browser.dump_dom(html_path.as_uri(), tmp_path / "profile", size="1280,900")
+    widths = re.search(r'data-scroll-width="(\d+)" data-client-width="(\d+)"', dom)
+    assert widths and int(widths[1]) <= int(widths[2]) <= 1280  # no horizontal scroll
+    for status, count in counts.items():
+        if count:
+            assert re.search(rf'<p class="action" data-action="{status}">.+?</p>', dom), status
+    probable = conn.execute(f"SELECT kol_id, crm_id, kol_name, crm_name FROM {RESULT_TABLE} "
+                            "WHERE status = 'probable_match' ORDER BY match_score DESC, kol_id LIMIT 1").fetchone()
+    start = dom.index(f'<tr class="row" data-status="probable_match" data-kol="{probable[0]}" data-crm="{probable[1]}">')
+    cells = dom[start:dom.find('<tr class="row"', start + 1)]  # the row: both records, the reasons, the commands
+    assert probable[2] in cells and probable[3] in cells and "phone" in cells and "institution" in cells
+    assert f"commops reconcile confirm {probable[0]} {probable[1]}" in cells
+    assert f"https://example.my.salesforce.com/lightning/r/Contact/{probable[1]}/view" in cells
+    plan = plan_writeback(conn, DEFAULT_RULES).to_pylist()
+    creates = len({r["kol_id"] for r in plan if r["action"] == "create"})
+    updates = sum(r["action"] == "update" for r in plan)
+    assert f"would create {creates} contact" in dom and f"update {updates} field value" in dom
+    assert dom.count('<tr><td>kol_') >= min(creates, 20)  # the creates listed
+    assert "trend-note" not in dom and '<svg id="trend"' in dom
+
+
+def test_one_run_says_its_trend_starts_later_and_a_csv_crm_has_no_write_back(tmp_path):
+    kols, contacts, _ = planted(seed=2, n=30)
+    conn = duckdb.connect()
+    load(conn, kols, contacts)
+    reconcile(conn, "kols", "contacts", run_id="only")
+    _, html_path = write_reports(conn, tmp_path / "reports", writable=False)
+    text = html_path.read_text(encoding="utf-8")
+    assert "One run so far: the trend shows from the second run on." in text and "<svg" not in text
+    assert 'id="plan-readonly"' in text and "--apply would create" not in text
+    assert "/lightning/r/Contact/" not in text

@@ -1,4 +1,5 @@
-"""Salesforce contacts generated from KOLs with planted discrepancies, and the status each should get.
+"""Salesforce contacts generated from KOLs with planted discrepancies, and the status each should get:
+the data `commops crm sandbox`, the demo, the CRM tests and benchmarks/reconciliation.py put in the stand-in.
 
 `plant_discrepancies` (dicts, for tests and the sandbox) picks round(len(kols) * rate) KOLs and
 gives them, round-robin, one planted case each, so every case appears once there are at least
@@ -17,7 +18,6 @@ from typing import Any
 import duckdb
 import pycountry
 
-from resources.sql import sql_literal
 
 # Planted case -> status of the KOL it is planted on (None: the KOL's own status is unaffected).
 CASES = (
@@ -33,6 +33,8 @@ CASES = (
     "orphan",
     "id_conflict",
     "crm_only",
+    "other_email",
+    "namesake",
 )
 _ACCENTED = str.maketrans({"a": "á", "e": "é", "i": "í", "o": "ö", "u": "ü", "n": "ñ"})
 
@@ -75,8 +77,11 @@ def plant_discrepancies(
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Contacts for `kols` with planted cases, and the expected status per kol_id and per contact Id.
 
-    KOLs without email get a contact with a made-up email and no external id (expected: KOL
-    no_email, contact crm_only, which the KOL's candidates should name first).
+    KOLs without email alternate: every other one has no contact (no_email), the others a contact with a
+    made-up email and no external id: the same person, so a probable match (KOL and contact probable_match). "other_email": the KOL's only contact has a personal
+    email and the first name's initial (probable_match); "namesake": no contact for the KOL, but one of
+    another person with its name at another institution, city, phone and department (KOL missing_in_crm,
+    contact crm_only).
     """
     rng = random.Random(seed)
     kols = list(kols)
@@ -87,6 +92,7 @@ def plant_discrepancies(
     expected: dict[str, str] = {}
     own_contact: dict[str, dict[str, Any]] = {}  # kol_id -> the contact carrying its id as external id
     borrowed: set[str] = set()  # KOL ids an id_conflict contact carries instead of its own
+    without_email = 0
 
     def add(contact: dict[str, Any], status: str) -> None:
         contacts.append(contact)
@@ -96,9 +102,13 @@ def plant_discrepancies(
         kol_id = kol["id"]
         contact = _contact(kol, _salesforce_id(rng), external_id_field)
         if not kol.get("email"):
+            without_email += 1
+            if without_email % 2:
+                expected[kol_id] = "no_email"
+                continue
             contact["Email"], contact[external_id_field] = f"{kol_id}@crm-only.example", None
-            expected[kol_id] = "no_email"
-            add(contact, "crm_only")
+            expected[kol_id] = "probable_match"
+            add(contact, "probable_match")
             continue
         case = case_of.get(index)
         if case == "missing":
@@ -132,6 +142,17 @@ def plant_discrepancies(
         elif case == "orphan":
             add(dict(contact, Id=_salesforce_id(rng), Email=f"orphan.{kol_id}@crm.example",
                      **{external_id_field: "kol_gone_" + kol_id}), "orphan_in_crm")
+        elif case == "other_email":
+            contact["Email"] = f"{(contact['LastName'] or 'x').lower()}.{kol_id[-4:]}@gmail.com"
+            contact["FirstName"] = (contact["FirstName"] or "X")[0] + "."
+            contact[external_id_field], status = None, "probable_match"
+        elif case == "namesake":
+            add(dict(contact, Id=_salesforce_id(rng), Email=f"namesake.{kol_id}@elsewhere.example",
+                     **{"Account.Name": "Clinique du Parc", "MailingCity": "Lausanne", "MailingState": None,
+                        "MailingCountry": contact["MailingCountry"], "Phone": "+41 21 555 01 99",
+                        "Department": "Dermatology", "Title": "Resident", external_id_field: None}), "crm_only")
+            expected[kol_id] = "missing_in_crm"
+            continue
         elif case == "crm_only":
             add(dict(contact, Id=_salesforce_id(rng), Email=f"stranger.{kol_id}@crm.example",
                      FirstName="Stranger", **{external_id_field: None}), "crm_only")
@@ -181,7 +202,7 @@ WITH k AS (
   FROM {kols}
 ),
 base AS (
-  SELECT '003' || upper(left(md5(id || {sql_literal(str(seed))}), 15)) AS crm_id,
+  SELECT '003' || upper(left(md5(id || '{int(seed)}'), 15)) AS crm_id,
          regexp_extract(full_name, '^(.*) [^ ]+$', 1) AS first_name, regexp_extract(full_name, '([^ ]+)$', 1) AS last_name,
          CASE WHEN email IS NULL THEN 'crm.' || id || '@crm.example'  -- the CRM knows an email we do not
               WHEN case_no = 4 THEN '  ' || upper(email) || ' ' ELSE email END AS email,
@@ -206,3 +227,81 @@ UNION ALL
 SELECT '003X' || upper(left(md5(id || 'crm'), 14)), 'Stranger', last_name, 'stranger.' || id || '@crm.example', title,
        phone, department, institution, city, state, country, last_modified, NULL, NULL
 FROM base WHERE case_no = 2""")
+
+
+# Latin -> Cyrillic, to write a KOL's name the way a Russian-speaking CRM user might.
+_TO_CYRILLIC = str.maketrans({"a": "а", "b": "б", "c": "к", "d": "д", "e": "е", "f": "ф", "g": "г", "h": "х", "i": "и",
+                              "j": "дж", "k": "к", "l": "л", "m": "м", "n": "н", "o": "о", "p": "п", "q": "к", "r": "р",
+                              "s": "с", "t": "т", "u": "у", "v": "в", "w": "в", "x": "кс", "y": "й", "z": "з"})
+# The kinds of "same person, other email" planted by plant_probable_matches, in order.
+PROBABLE_KINDS = ("nickname", "initial", "transliteration", "typo", "swapped", "double_surname", "moved", "local_phone")
+NICKNAMES = {"Anna": "Annie", "Benjamin": "Ben", "Christopher": "Chris", "David": "Dave", "Elizabeth": "Liz",
+             "William": "Bill", "Katherine": "Kate", "Robert": "Bob", "Margaret": "Peggy", "James": "Jim",
+             "Michael": "Mike", "Thomas": "Tom", "Richard": "Dick", "Joseph": "Joe", "Daniel": "Dan", "Jennifer": "Jen"}
+
+
+def _cyrillic(name: str) -> str:
+    for latin, cyrillic in (("th", "т"), ("ch", "ч"), ("sh", "ш"), ("ph", "ф")):
+        name = name.lower().replace(latin, cyrillic)
+    return name.translate(_TO_CYRILLIC).title()
+
+
+def _local_phone(phone: str | None, country: str | None) -> str | None:
+    """A +CC number written the national way (trunk 0 where the country dials one)."""
+    if not phone or not phone.startswith("+"):
+        return phone
+    digits = re.sub(r"[^0-9]", "", phone)
+    if digits.startswith("1") and country == "US":
+        return f"({digits[1:4]}) {digits[4:7]}-{digits[7:]}"
+    for code, trunk in (("49", "0"), ("44", "0"), ("33", "0"), ("39", ""), ("34", ""), ("31", "0")):
+        if digits.startswith(code):
+            return trunk + digits[len(code):]
+    return phone
+
+
+def plant_probable_matches(kols: Iterable[dict[str, Any]], external_id_field: str = "KOL_Id__c",
+                           ) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]], dict[str, str]]:
+    """Contacts for `kols` (faithful ones) where one KOL per kind of PROBABLE_KINDS has, instead, a contact
+    under another email with that difference, and two other KOLs have a namesake: another person of that
+    name at another institution, in another city, with another phone and department. Returns the contacts,
+    {kind: (kol_id, contact Id)} of the planted pairs and {namesake contact Id: kol_id it is named after}."""
+    rng = random.Random(23)
+    kols = [kol for kol in kols if kol.get("email") and kol.get("full_name") and " " in kol["full_name"]]
+    contacts = [_contact(kol, _salesforce_id(rng), external_id_field) for kol in kols]
+    planted: dict[str, tuple[str, str]] = {}
+    used: set[int] = set()
+    for kind in PROBABLE_KINDS:
+        fits = [i for i in range(len(kols)) if i not in used]
+        if kind == "nickname":  # a KOL whose first name has a well-known nickname, renamed to it
+            fits = [i for i in fits if kols[i]["full_name"].split()[0] in NICKNAMES] or fits
+        index = fits[0]
+        used.add(index)
+        kol, contact = kols[index], contacts[index]
+        first, last = contact["FirstName"] or "", contact["LastName"] or ""
+        contact.update({"Email": f"{last.lower() or 'x'}.{first[:1].lower()}{index}@gmail.com", external_id_field: None})
+        if kind == "nickname":
+            contact["FirstName"] = NICKNAMES.get(first.split()[0], first)
+        elif kind == "initial":
+            contact["FirstName"] = first[:1] + "."
+        elif kind == "transliteration":
+            contact["FirstName"], contact["LastName"] = (_cyrillic(first), _cyrillic(last))
+        elif kind == "typo" and len(last) > 3:
+            contact["LastName"] = last[:2] + last[3] + last[2] + last[4:]
+        elif kind == "swapped":
+            contact["FirstName"], contact["LastName"] = last, first
+        elif kind == "double_surname":
+            contact["LastName"] = f"{last}-Moreau"
+        elif kind == "moved":  # the CRM still has the former institution and city; the mobile phone stayed
+            contact.update({"Account.Name": "Hôpital Saint-Louis", "MailingCity": "Paris", "MailingState": None})
+        elif kind == "local_phone":
+            contact["Phone"] = _local_phone(kol.get("phone"), (kol.get("location") or {}).get("country"))
+        planted[kind] = (kol["id"], contact["Id"])
+    namesakes: dict[str, str] = {}
+    for kol in [kol for i, kol in enumerate(kols) if i not in used][2:4]:
+        twin = _contact(kol, _salesforce_id(rng), external_id_field)
+        twin.update({"Email": f"{(twin['LastName'] or 'x').lower()}@clinique-du-lac.example", "Phone": "+41 21 555 01 99",
+                     "Account.Name": "Clinique du Lac", "MailingCity": "Lausanne", "MailingState": None,
+                     "MailingCountry": "CH", "Department": "Dermatology", "Title": "Resident", external_id_field: None})
+        contacts.append(twin)
+        namesakes[twin["Id"]] = kol["id"]
+    return contacts, planted, namesakes

@@ -1,0 +1,59 @@
+"""The comparison features of probable matching: transliteration, nickname groups, E.164 phones from
+phonenumbers' metadata (checked against phonenumbers' own parser), blocking keys."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from assets.crm import features, normalize, probable
+
+PHONES = [
+    ("+49 30 1234567", "DE"), ("030 1234567", "DE"), ("0049 30 1234567", "DE"), ("(617) 555-0123", "US"),
+    ("+1 617 555 0123", "US"), ("1 617 555 0123", "US"), ("06 1234 5678", "IT"), ("+39 06 1234 5678", "IT"),
+    ("020 7946 0958", "GB"), ("+44 20 7946 0958 ext. 12", "GB"), ("01 42 68 53 00", "FR"), ("8 495 123 45 67", "RU"),
+    ("91 123 45 67", "ES"), ("+86 10 1234 5678", "CN"), ("03-1234-5678", "JP"),
+]
+
+
+@pytest.fixture(scope="module")
+def conn() -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect()
+    normalize.register(connection)
+    features.register(connection)
+    return connection
+
+
+@pytest.mark.parametrize(("raw", "country"), PHONES)
+def test_e164_in_sql_agrees_with_phonenumbers(conn, raw, country):
+    sql = conn.execute("SELECT pm_e164(pm_digits(?), starts_with(trim(?), '+'), calling_code, national_prefix) "
+                       "FROM pm_regions WHERE country = ?", [raw, raw, country]).fetchall()[0][0]
+    assert sql == features.e164(raw.split(" ext")[0], country)
+
+
+def test_names_in_other_scripts_and_nicknames(conn):
+    assert features.transliterate("王伟") == "wang wei"
+    assert features.transliterate("Сергей Иванов") == "sergey ivanov"
+    assert conn.execute("SELECT pm_tokens(?)", ["Dr. Jürgen O'Brien-Müller, Jr."]).fetchall()[0][0] == [
+        "jurgen", "obrien", "muller"]
+    groups = features.nickname_groups().to_pylist()
+    assert {"name": "bill", "canon": "william"} in groups and {"name": "kate", "canon": "katherine"} in groups
+
+
+def test_swapped_names_share_a_blocking_key_and_score_as_one_person(conn):
+    conn.execute("""CREATE TABLE people AS SELECT * FROM (VALUES
+      ('k1', 'Wang Wei', NULL, NULL, 'w.wang@hosp.cn', '+86 10 1234 5678', 'Peking Union Hospital', 'Beijing', 'CN'),
+      ('c1', NULL, '王', '伟', 'wangwei77@qq.com', '010 1234 5678', 'Peking Union Hospital', 'Beijing', 'CN'))
+      t(id, full_name, last, first, email, phone, institution, city, country)
+      UNION ALL SELECT 'x' || i, NULL, 'Last' || i, 'First' || (i % 40), NULL, NULL, 'Clinic ' || i, NULL, 'CN'
+      FROM range(400) r(i)""")  # others, so that the names' frequencies mean something
+    source = ("SELECT id, full_name, first, last, email, phone, institution, city, country, NULL AS department, "
+              "NULL AS title, NULL::TIMESTAMPTZ AS last_modified, NULL AS external_id, NULL::INT AS completeness FROM people")
+    features.build(conn, "_f", source)
+    probable.keys(conn, "_f")
+    probable.pairs(conn, "_f", None, "_p")
+    assert conn.execute("SELECT count(*) FROM _p WHERE a = 'c1' AND b = 'k1'").fetchall() == [(1,)]
+    probable.frequencies(conn, "_f")
+    probable.score(conn, "_p", "_f", "_f", probable.prior_bits(0.5, 200), "_s", reasons_from=0)
+    score, reasons = conn.execute("SELECT score, reasons::VARCHAR FROM _s WHERE a = 'c1' AND b = 'k1'").fetchall()[0]
+    assert score > 0.99 and '"level":"swapped"' in reasons and '"phone","level":"equal"' in reasons
