@@ -12,6 +12,7 @@ import duckdb
 
 from assets.catalog import ResourceSpec
 from resources.commops_api import ListingReport
+from resources.sql import sql_literal
 
 ROW_COUNT = "row_count_matches_api_total"
 IDS = "ids_unique_and_prefixed"
@@ -128,12 +129,14 @@ def _id_check(conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, relation: str
 
 
 def run_warehouse_checks(
-    conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, snapshot_relation: str
+    conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, snapshot_relation: str, org: str
 ) -> list[dg.AssetCheckResult]:
-    results = [_id_check(conn, spec, spec.table)]
+    """Checks of organization `org`'s rows of the table (product references within the same organization)."""
+    mine = f"(SELECT * FROM {spec.table} WHERE org = {sql_literal(org)})"
+    results = [_id_check(conn, spec, mine)]
     missing = _scalar(
         conn,
-        f"SELECT count(*) FROM {snapshot_relation} AS s ANTI JOIN {spec.table} AS t ON t.id = s.id",
+        f"SELECT count(*) FROM {snapshot_relation} AS s ANTI JOIN {mine} AS t ON t.id = s.id",
     )
     results.append(
         dg.AssetCheckResult(check_name=SNAPSHOT_IN_TABLE, passed=missing == 0, metadata={"missing_ids": missing})
@@ -143,8 +146,8 @@ def run_warehouse_checks(
                                            metadata={"reason": "table products does not exist yet: materialize warehouse/products"}))
     elif spec.product_refs:
         dangling_sql = (
-            f"SELECT DISTINCT ref FROM (SELECT {spec.product_refs} AS ref FROM {spec.table} AS t) "
-            f"WHERE ref IS NOT NULL AND ref NOT IN (SELECT id FROM products)"
+            f"SELECT DISTINCT ref FROM (SELECT {spec.product_refs} AS ref FROM {mine} AS t) "
+            f"WHERE ref IS NOT NULL AND ref NOT IN (SELECT id FROM products WHERE org = {sql_literal(org)})"
         )
         dangling = _scalar(conn, f"SELECT count(*) FROM ({dangling_sql})")
         results.append(

@@ -14,6 +14,7 @@ import dagster as dg
 from pydantic import Field
 
 from assets.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
+from assets.partitions import ORGS, partition_org
 from assets.metadata import catalog_reference, column_schema, markdown_preview, request_metadata
 from assets.progress import ProgressReporter
 from assets.records import RecordConverter
@@ -23,6 +24,7 @@ from assets.snapshot_date import snapshot_date
 from resources.api import CommopsApiResource
 from resources.commops_api import RequestBudgetExceeded
 from resources.lake import LakeResource, StagedSnapshot
+from resources.orgs import OrgsResource
 from resources.settings import load_settings
 from resources.warehouse import WarehouseResource
 
@@ -35,25 +37,28 @@ class KolDetailsConfig(dg.Config):
 
 
 PENDING_SQL = f"""
-    SELECT k.id FROM {KOLS.table} k LEFT JOIN {KOL_DETAILS.table} d ON d.id = k.id
-    WHERE NOT coalesce(k.is_archived, false) AND (d.id IS NULL OR k.updated_at > d.updated_at)
+    SELECT k.id FROM {KOLS.table} k LEFT JOIN {KOL_DETAILS.table} d ON d.org = k.org AND d.id = k.id
+    WHERE k.org = ? AND NOT coalesce(k.is_archived, false) AND (d.id IS NULL OR k.updated_at > d.updated_at)
 """
 
 
-def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, limit: int) -> tuple[list[str], int]:
+def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, org: str, limit: int) -> tuple[list[str], int]:
+    """The organization's KOLs whose detail is missing or older than the KOL, oldest first (at most
+    `limit`), and how many there are."""
     with warehouse.writer(context.log) as session:
+        session.ensure_table(KOLS)
         session.ensure_table(KOL_DETAILS)
-        total = session.conn.execute(f"SELECT count(*) FROM ({PENDING_SQL})").fetchone()[0]
-        ids = [
-            row[0]
-            for row in session.conn.execute(f"{PENDING_SQL} ORDER BY k.updated_at, k.id LIMIT {int(limit)}").fetchall()
-        ]
+        params = [org]
+        total = session.conn.execute(f"SELECT count(*) FROM ({PENDING_SQL})", params).fetchone()[0]
+        # fetchmany, not LIMIT: DuckDB 2.0.0 drops a LIMIT over this two-key LEFT JOIN when kol_details is empty.
+        ids = [row[0] for row in session.conn.execute(f"{PENDING_SQL} ORDER BY k.updated_at, k.id", params).fetchmany(limit)]
     return ids, int(total)
 
 
 @dg.asset(
     key=["warehouse", "kol_details"],
     deps=[dg.AssetKey(["warehouse", "kols"])],
+    partitions_def=ORGS,
     group_name="warehouse",
     kinds={"duckdb"},
     pool="warehouse",
@@ -69,26 +74,28 @@ def kol_details(
     context: dg.AssetExecutionContext,
     config: KolDetailsConfig,
     api: CommopsApiResource,
+    orgs: OrgsResource,
     lake: LakeResource,
     warehouse: WarehouseResource,
     progress: dg.ResourceParam[ProgressReporter],
 ) -> dg.MaterializeResult:
     started = time.monotonic()
     limit = config.limit if config.limit is not None else load_settings().enrich_details_limit
-    client = api.client
+    org = partition_org(context)
+    client = api.client_for(orgs.registered(org))
     before = client.stats
     budget_left = max(0, api.max_requests_per_run - before.requests)
-    ids, pending = _pending(warehouse, context, min(limit, budget_left))
+    ids, pending = _pending(warehouse, context, org, min(limit, budget_left))
     date = snapshot_date(context)
-    with lake.snapshot(KOL_DETAILS.name, date, KOL_DETAILS.schema, key=KOL_DETAILS.key, newest_by=FETCHED_AT,
+    with lake.snapshot(org, KOL_DETAILS.name, date, KOL_DETAILS.schema, key=KOL_DETAILS.key, newest_by=FETCHED_AT,
                        publish=False) as staged:  # a scratch file: details are merged, not kept in the lake
         fetched, stopped_by = _fetch(client, ids, staged, progress)
         staged.finish()
         with warehouse.writer(context.log) as session:
             session.ensure_table(KOL_DETAILS)
             if fetched:
-                session.merge(KOL_DETAILS, staged.relation, snapshot_date=date)
-            rows = session.count(KOL_DETAILS.table)
+                session.merge(KOL_DETAILS, staged.relation, org=org, snapshot_date=date)
+            rows = session.count(KOL_DETAILS.table, org)
             preview = markdown_preview(session.conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
     remaining = pending - fetched
     if limit <= 0:

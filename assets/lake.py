@@ -19,6 +19,7 @@ import dagster as dg
 
 from assets import checks
 from assets.catalog import CATALOG, ResourceSpec
+from assets.partitions import ORGS, partition_org
 from assets.metadata import catalog_reference, column_schema, listing_metadata, markdown_preview, request_metadata
 from assets.progress import ProgressReporter
 from assets.records import RecordConverter
@@ -27,6 +28,7 @@ from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.api import CommopsApiResource
 from resources.commops_api import Page
 from resources.lake import LakeResource
+from resources.orgs import DEFAULT_ORG, OrgsResource
 
 
 def _stamped(page: Page) -> list[dict[str, Any]]:
@@ -41,12 +43,15 @@ def snapshot(
     context: dg.AssetExecutionContext,
     spec: ResourceSpec,
     api: CommopsApiResource,
+    orgs: OrgsResource,
     lake: LakeResource,
     progress: ProgressReporter,
 ) -> dg.MaterializeResult:
-    """Page every list of `spec` into a staged snapshot, check it, publish it."""
+    """Page every list of `spec` for the run's organization into a staged snapshot, check it, publish it."""
     snapshot_date = run_snapshot_date(context)
-    client = api.client
+    org = partition_org(context)
+    lake.adopt_single_org_layout([spec.name], DEFAULT_ORG)  # a data directory from before organizations
+    client = api.client_for(orgs.registered(org))
     started, before = time.monotonic(), client.stats
     sources = spec.list_sources()
     converters = {
@@ -57,7 +62,7 @@ def snapshot(
         spec.path, sources, sort=spec.sort, lookup_path=spec.lookup_path,
         progress=lambda label: functools.partial(progress.pages, label),
     )
-    with lake.snapshot(spec.name, snapshot_date, spec.schema, key=spec.key, newest_by=FETCHED_AT) as staged:
+    with lake.snapshot(org, spec.name, snapshot_date, spec.schema, key=spec.key, newest_by=FETCHED_AT) as staged:
         for source, page in listing.pages():
             staged.write(converters[source.label].to_batch(_stamped(page)))
         for source in sources:
@@ -68,7 +73,7 @@ def snapshot(
         preview = markdown_preview(staged.conn, staged.relation, [f.name for f in spec.schema][:4])
     unreadable = sum((c.unreadable for c in converters.values()), Counter())
     stats = client.stats - before
-    context.log.info(f"{spec.name}: {rows} rows -> {staged.published} ({stats.requests} requests)")
+    context.log.info(f"{org} {spec.name}: {rows} rows -> {staged.published} ({stats.requests} requests)")
     if report.in_flux_count or report.gone:
         context.log.warning(report.describe())
     if unreadable:
@@ -97,6 +102,7 @@ def build_snapshot_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
 
     @dg.asset(
         key=key,
+        partitions_def=ORGS,
         group_name="lake",
         kinds={"parquet"},
         check_specs=checks.snapshot_check_specs(spec, key),
@@ -111,10 +117,11 @@ def build_snapshot_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
     def _snapshot(
         context: dg.AssetExecutionContext,
         api: CommopsApiResource,
+        orgs: OrgsResource,
         lake: LakeResource,
         progress: dg.ResourceParam[ProgressReporter],
     ) -> dg.MaterializeResult:
-        return snapshot(context, spec, api, lake, progress)
+        return snapshot(context, spec, api, orgs, lake, progress)
 
     return _snapshot
 

@@ -13,10 +13,12 @@ import pyarrow.parquet as pq
 
 from assets import checks
 from assets.catalog import CATALOG, ResourceSpec
+from assets.partitions import ORGS, partition_org
 from assets.metadata import catalog_reference, column_schema, markdown_preview
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.lake import LakeResource
-from resources.sql import read_parquet
+from resources.orgs import DEFAULT_ORG
+from resources.sql import read_parquet, sql_literal
 from resources.warehouse import WarehouseResource
 
 
@@ -24,20 +26,25 @@ def load(
     context: dg.AssetExecutionContext, spec: ResourceSpec, lake: LakeResource, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     snapshot_date = run_snapshot_date(context)
-    path = lake.snapshot_file(spec.name, snapshot_date)
+    org = partition_org(context)
+    lake.adopt_single_org_layout([spec.name], DEFAULT_ORG)  # a data directory from before organizations
+    path = lake.snapshot_file(org, spec.name, snapshot_date)
     if not path.exists():
-        raise FileNotFoundError(f"No {spec.name} snapshot for {snapshot_date} at {path}: materialize lake/{spec.name} first")
+        raise FileNotFoundError(
+            f"No {spec.name} snapshot of {org} for {snapshot_date} at {path}: materialize lake/{spec.name} first"
+        )
     snapshot = read_parquet(path)
     started = time.monotonic()
     with warehouse.writer(context.log) as session:
         session.ensure_table(spec)
-        written = session.merge(spec, snapshot, snapshot_date=snapshot_date)
+        written = session.merge(spec, snapshot, org=org, snapshot_date=snapshot_date)
         session.ensure_history_view(spec, lake.relative_glob(spec.name))
-        check_results = checks.run_warehouse_checks(session.conn, spec, snapshot)
-        rows = session.count(spec.table)
-        children = {f"rows_{child.name}": session.count(child.name) for child in spec.children}
-        preview = markdown_preview(session.conn, spec.table, [f.name for f in spec.schema][:4])
-    context.log.info(f"warehouse {spec.table}: {written} rows written, {rows} rows in table")
+        check_results = checks.run_warehouse_checks(session.conn, spec, snapshot, org)
+        rows = session.count(spec.table, org)
+        children = {f"rows_{child.name}": session.count(child.name, org) for child in spec.children}
+        preview = markdown_preview(session.conn, f"(SELECT * FROM {spec.table} WHERE org = {sql_literal(org)})",
+                                   [f.name for f in spec.schema][:4])
+    context.log.info(f"warehouse {spec.table}: {written} rows of {org} written, {org} has {rows} rows")
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": rows,
@@ -62,6 +69,7 @@ def build_table_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
     @dg.asset(
         key=key,
         deps=deps,
+        partitions_def=ORGS,
         group_name="warehouse",
         kinds={"duckdb"},
         pool="warehouse",

@@ -3,6 +3,7 @@ the one place resources are built, for the code location, `commops sync`/`demo` 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import dagster as dg
@@ -21,7 +22,8 @@ from resources.api import CommopsApiResource
 from resources.crm import CrmSettings, NoCrmConfigured, build_crm_resource
 from resources.inbox import InboxResource
 from resources.lake import LakeResource
-from resources.settings import API_KEY_ENV, BASE_URL_ENV, Settings, load_settings
+from resources.orgs import ORGS_URL_ENV, OrgsResource
+from resources.settings import API_KEY_ENV, Settings, load_settings
 from resources.warehouse import WarehouseResource
 
 WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
@@ -44,15 +46,23 @@ def build_resources(
     crm: Any = None,
 ) -> dict[str, Any]:
     """The run's resources. Secrets only as dg.EnvVar: Dagster stores the variable's name, never its
-    value. The base URL is the explicit setting when one was given, else COMMOPS_BASE_URL at run time.
+    value (a registered organization's key is read from its variable by the API resource, at run time).
+    The default organization's base URL is the explicit setting when one was given, else COMMOPS_BASE_URL.
     The CRM is `crm` when given, else the one SALESFORCE_* / COMMOPS_CRM_CSV configure (if any)."""
     data_dir = str(settings.data_dir)
     return {
         "api": CommopsApiResource(
-            base_url=settings.base_url or dg.EnvVar(BASE_URL_ENV),
-            api_key=dg.EnvVar(api_key_env),
+            # The default organization: an explicit address, else COMMOPS_BASE_URL; its key is read from
+            # `api_key_env` when a run builds its client (a deployment of registered organizations only
+            # needs neither).
+            base_url=settings.base_url,
             api_key_env=api_key_env,
             max_concurrency=max_concurrency,
+        ),
+        "orgs": OrgsResource(
+            data_dir=data_dir,
+            url=dg.EnvVar(ORGS_URL_ENV) if os.environ.get(ORGS_URL_ENV) else None,
+            default_base_url=settings.base_url,
         ),
         "lake": LakeResource(data_dir=data_dir),
         "warehouse": WarehouseResource(data_dir=data_dir),

@@ -23,7 +23,8 @@ nightly_sync = dg.define_asset_job(
     NIGHTLY_SYNC,
     selection=dg.AssetSelection.all() - _WEBHOOK_ONLY - _CRM,
     executor_def=dg.in_process_executor,
-    description="Snapshot the four API resources to Parquet, merge them into DuckDB, enrich KOL details, publish analytics.duckdb.",
+    description="One organization (the run's partition): snapshot the four API resources to Parquet, merge them "
+    "into DuckDB, enrich KOL details, publish analytics.duckdb.",
 )
 
 # Apply -> publish -> mark: the inbox is marked only after analytics.duckdb holds the changes. A failed

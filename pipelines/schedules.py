@@ -1,4 +1,6 @@
-"""The nightly schedule: `nightly_sync` at 02:00 in COMMOPS_TIMEZONE (default UTC).
+"""The nightly schedule: `nightly_sync` at 02:00 in COMMOPS_TIMEZONE (default UTC), one run per
+organization (each a partition of `orgs`; the run queue lets each organization run one run at a time
+and several organizations in parallel).
 
 default_status RUNNING: the point of the project is that the sync happens every night as
 soon as `dagster dev` (or a deployed daemon) runs; an operator who does not want it stops it
@@ -10,21 +12,34 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.partitions import ORGS
 from pipelines.jobs import crm_reconciliation, nightly_sync
+
+
+def _nightly_per_org(timezone: str) -> dg.ScheduleDefinition:
+    @dg.schedule(
+        name="nightly_sync_schedule",
+        job=nightly_sync,
+        cron_schedule="0 2 * * *",
+        execution_timezone=timezone,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description="Runs the full sync of every organization every night at 02:00 (COMMOPS_TIMEZONE).",
+    )
+    def nightly_sync_schedule(context: dg.ScheduleEvaluationContext):
+        tick = context.scheduled_execution_time.strftime("%Y-%m-%d")
+        orgs = context.instance.get_dynamic_partitions(ORGS.name)
+        if not orgs:
+            return dg.SkipReason("no organization is registered (commops orgs add, or COMMOPS_BASE_URL)")
+        return [dg.RunRequest(run_key=f"nightly-{org}-{tick}", partition_key=org) for org in orgs]
+
+    return nightly_sync_schedule
 
 
 def build_schedules(timezone: str, crm_configured: bool = False) -> list[dg.ScheduleDefinition]:
     """The CRM reconciliation runs at 04:00, after the nightly sync, so CRM admins find the report in
     the morning; it starts RUNNING only where a CRM is configured (elsewhere every tick would fail)."""
     return [
-        dg.ScheduleDefinition(
-            name="nightly_sync_schedule",
-            job=nightly_sync,
-            cron_schedule="0 2 * * *",
-            execution_timezone=timezone,
-            default_status=dg.DefaultScheduleStatus.RUNNING,
-            description="Runs the full sync every night at 02:00 (COMMOPS_TIMEZONE).",
-        ),
+        _nightly_per_org(timezone),
         dg.ScheduleDefinition(
             name="crm_reconciliation_schedule",
             job=crm_reconciliation,

@@ -2,7 +2,8 @@
 
 The inbox's pending state is the truth, not a cursor: each tick takes the pending events (oldest
 first) that no in-flight run of the job carries (queued, not started, starting or started: their
-`event_ids` are read from the run config), at most BATCH_LIMIT, and requests one run for them.
+`event_ids` are read from the run config), at most BATCH_LIMIT per organization, and requests one run
+per organization (its partition of the job); events of no registered organization are quarantined.
 An event committed late (after a newer one was already requested) is still pending, so the next
 tick takes it: no cursor can move past it.
 
@@ -27,10 +28,13 @@ import json
 
 import dagster as dg
 
-from assets.webhooks import BATCH_LIMIT, event_ids_of, run_config
+from assets.partitions import ORGS
+from assets.webhooks import APPLY_STEP, BATCH_LIMIT, event_ids_of, run_config
+from assets.webhooks.organizations import route_events, unknown_organization
 from pipelines.event_failures import count_failure
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS, apply_webhook_events
 from resources.inbox import InboxResource
+from resources.orgs import Org, OrgsResource
 
 BATCH_TAG = "commops/event_batch"
 IN_FLIGHT = [
@@ -51,24 +55,38 @@ def in_flight_event_ids(instance: dg.DagsterInstance) -> set[str]:
     return {event_id for run in runs for event_id in event_ids_of(run.run_config)}
 
 
-def next_request(instance: dg.DagsterInstance, inbox: InboxResource, limit: int = BATCH_LIMIT) -> tuple[dg.RunRequest | None, dict]:
-    """The run request for the next batch (None when nothing is pending outside in-flight runs), and figures."""
+def next_requests(
+    instance: dg.DagsterInstance, inbox: InboxResource, orgs: list[Org], limit: int = BATCH_LIMIT
+) -> tuple[list[dg.RunRequest], dict]:
+    """One run request per organization with events pending outside in-flight runs (its oldest, at most
+    `limit`), and figures. Events of no known organization are quarantined, never applied to another."""
     carried = in_flight_event_ids(instance)
     with inbox.open() as box:
-        # Read past the in-flight events so a full batch is still found behind them.
-        pending = box.pending(limit=limit + len(carried))
-    batch = [event.id for event in pending if event.id not in carried][:limit]
-    figures = {"pending_seen": len(pending), "in_flight": len(carried), "requested": len(batch)}
-    if not batch:
-        return None, figures
-    digest = batch_hash(batch)
-    earlier = instance.get_runs_count(filters=dg.RunsFilter(tags={BATCH_TAG: digest}))
-    request = dg.RunRequest(
-        run_key=f"webhook-events-{digest}-{earlier}",
-        run_config=run_config(batch),
-        tags={BATCH_TAG: digest, "commops/events": str(len(batch))},
-    )
-    return request, figures
+        # Read past the in-flight events so a full batch per organization is still found behind them.
+        pending = box.pending(limit=limit * max(len(orgs), 1) + len(carried))
+        routed, unknown = route_events([event for event in pending if event.id not in carried], orgs)
+        for event in unknown:
+            box.quarantine([event.id], unknown_organization(event))
+    requests = []
+    for org, events in sorted(routed.items()):
+        batch = [event.id for event in events][:limit]
+        digest = batch_hash(batch)
+        earlier = instance.get_runs_count(filters=dg.RunsFilter(tags={BATCH_TAG: digest}))
+        requests.append(dg.RunRequest(
+            run_key=f"webhook-events-{org}-{digest}-{earlier}",
+            partition_key=org,
+            run_config=run_config(batch),
+            tags={BATCH_TAG: digest, "commops/events": str(len(batch))},
+        ))
+    figures = {"pending_seen": len(pending), "in_flight": len(carried), "requested": sum(
+        len(r.run_config["ops"][APPLY_STEP]["config"]["event_ids"]) for r in requests), "unknown_organization": len(unknown)}
+    return requests, figures
+
+
+def partitions_to_add(instance: dg.DagsterInstance, names: list[str]) -> list[dg.AddDynamicPartitionsRequest]:
+    """The request adding the organizations that are not partitions yet (none when all are)."""
+    missing = [name for name in names if not instance.has_dynamic_partition(ORGS.name, name)]
+    return [ORGS.build_add_request(missing)] if missing else []
 
 
 @dg.sensor(
@@ -76,15 +94,40 @@ def next_request(instance: dg.DagsterInstance, inbox: InboxResource, limit: int 
     job_name=APPLY_WEBHOOK_EVENTS,
     minimum_interval_seconds=5,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Requests apply_webhook_events for pending inbox events not carried by an in-flight run.",
+    description="Requests apply_webhook_events per organization for pending inbox events not carried by an "
+    "in-flight run; quarantines events of no registered organization.",
 )
-def webhook_events_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource) -> dg.SensorResult:
-    request, figures = next_request(context.instance, inbox)
+def webhook_events_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource, orgs: OrgsResource) -> dg.SensorResult:
+    known = orgs.all()
+    requests, figures = next_requests(context.instance, inbox, known)
     cursor = json.dumps(figures, sort_keys=True)  # observability only: the inbox decides what is pending
-    if request is None:
+    if not requests:
         reason = "no pending events" if not figures["in_flight"] else f"{figures['in_flight']} event(s) in flight"
         return dg.SensorResult(skip_reason=reason, cursor=cursor)
-    return dg.SensorResult(run_requests=[request], cursor=cursor)
+    return dg.SensorResult(
+        run_requests=requests,
+        cursor=cursor,
+        dynamic_partitions_requests=partitions_to_add(context.instance, [r.partition_key for r in requests]),
+    )
+
+
+@dg.sensor(
+    name="orgs_sensor",
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Keeps the `orgs` partitions equal to the registered organizations (commops orgs; the "
+    "environment's default organization included).",
+)
+def orgs_sensor(context: dg.SensorEvaluationContext, orgs: OrgsResource) -> dg.SensorResult:
+    wanted = [org.name for org in orgs.all()]
+    current = context.instance.get_dynamic_partitions(ORGS.name)
+    removed = [name for name in current if name not in wanted]
+    requests = partitions_to_add(context.instance, wanted)
+    if removed:
+        requests.append(ORGS.build_delete_request(removed))
+    if not requests:
+        return dg.SensorResult(skip_reason=f"{len(wanted)} organization(s), partitions up to date")
+    return dg.SensorResult(dynamic_partitions_requests=requests)
 
 
 @dg.run_failure_sensor(
@@ -99,4 +142,4 @@ def webhook_events_failure_sensor(context: dg.RunFailureSensorContext, inbox: In
     count_failure(inbox, context.dagster_run, f"run failed: {message[0][:400] if message else 'no message'}", context.log)
 
 
-SENSORS = [webhook_events_sensor, webhook_events_failure_sensor]
+SENSORS = [webhook_events_sensor, webhook_events_failure_sensor, orgs_sensor]

@@ -1,21 +1,31 @@
-"""The Commercial Operations API as a Dagster resource: one ApiClient (one rate budget) per run."""
+"""The Commercial Operations API as a Dagster resource: one ApiClient (one rate budget) per run, for the
+run's organization (its partition): the organization's own address and key variable, or, for the
+organization `default` of the single-organization setup, this resource's own (COMMOPS_BASE_URL,
+COMMOPS_API_KEY)."""
 
 from __future__ import annotations
+
+import os
+from typing import Any
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from resources.commops_api import ApiClient
-from resources.settings import API_KEY_ENV, SettingsError, checked_base_url, not_set
+from resources.orgs import DEFAULT_ORG, Org
+from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, checked_base_url, not_set
 
 
 class CommopsApiResource(dg.ConfigurableResource):
-    """Reads the Commercial Operations API. Configure with dg.EnvVar("COMMOPS_BASE_URL") and
-    dg.EnvVar("COMMOPS_API_KEY") (or the variable `api_key_env` names); every asset of a run shares
-    the client, its rate budget and its request cap. The base URL is checked as the run starts."""
+    """Reads the Commercial Operations API; every asset of a run shares the run organization's client,
+    its rate budget and its request cap. The default organization's address is `base_url`, else
+    COMMOPS_BASE_URL, and its key is read from the variable `api_key_env` names when the client is built
+    (Dagster stores the variable's name, never the key); `api_key` passes one explicitly (tests). The
+    address is checked as the client is built."""
 
-    base_url: str = Field(description="Service address including /v1, e.g. http://127.0.0.1:8000/v1 (COMMOPS_BASE_URL).")
-    api_key: str = Field(repr=False, description="API key (COMMOPS_API_KEY); never logged.")
+    base_url: str | None = Field(default=None, description="The default organization's service address including /v1, "
+                                 "e.g. http://127.0.0.1:8000/v1 (COMMOPS_BASE_URL).")
+    api_key: str | None = Field(default=None, repr=False, description="The default organization's API key (COMMOPS_API_KEY); never logged.")
     api_key_env: str = Field(default=API_KEY_ENV, description="The variable the API key is read from, named in errors.")
     per_page: int = Field(default=100, description="Page size of list requests (the API's maximum is 100).")
     max_concurrency: int = Field(default=4, description="Requests in flight at once (worker threads and connections).")
@@ -23,38 +33,51 @@ class CommopsApiResource(dg.ConfigurableResource):
     timeout_seconds: float = Field(default=30.0, description="Timeout of each request (connect capped at 10 s).")
     max_retries: int = Field(default=6, description="Retries of a request after 5xx, timeouts, dropped connections, broken bodies.")
 
-    _client: ApiClient | None = PrivateAttr(default=None)
+    _clients: dict[str, ApiClient] = PrivateAttr(default_factory=dict)
+    _log: Any = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._client = self._build(context.log)
+        self._log = context.log
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
 
     @property
     def client(self) -> ApiClient:
-        """The run's client (built lazily when the resource is used outside a Dagster run)."""
-        if self._client is None:
-            self._client = self._build(None)
-        return self._client
+        """The default organization's client (this resource's own address and key)."""
+        return self.client_for(None)
 
-    def _build(self, log: object) -> ApiClient:
-        try:
-            base_url = checked_base_url(self.base_url)
-            if not self.api_key:
-                raise not_set(self.api_key_env)
-        except SettingsError as error:
-            raise dg.Failure(str(error)) from None
+    def client_for(self, org: Org | None) -> ApiClient:
+        """The run's client for a registered `org`, or for None: the environment's organization `default`
+        (this resource's own address and key). Built once per run; dg.Failure naming the setting when the
+        address or the key is missing."""
+        name = DEFAULT_ORG if org is None else org.name
+        if name not in self._clients:
+            try:
+                if org is None:
+                    key_env = self.api_key_env
+                    base_url = checked_base_url(self.base_url or os.environ.get(BASE_URL_ENV))
+                    api_key = self.api_key or os.environ.get(key_env)
+                    if not api_key:
+                        raise not_set(key_env)
+                else:
+                    base_url, api_key, key_env = org.base_url, org.api_key(), org.api_key_env
+            except SettingsError as error:
+                raise dg.Failure(str(error)) from None
+            self._clients[name] = self._build(base_url, api_key, key_env)
+        return self._clients[name]
+
+    def _build(self, base_url: str, api_key: str, api_key_env: str) -> ApiClient:
         return ApiClient(
             base_url,
-            self.api_key,
-            api_key_env=self.api_key_env,
+            api_key,
+            api_key_env=api_key_env,
             per_page=self.per_page,
             max_concurrency=self.max_concurrency,
             max_requests=self.max_requests_per_run,
             timeout=self.timeout_seconds,
             max_retries=self.max_retries,
-            log=log,
+            log=self._log,
         )

@@ -1,4 +1,4 @@
-"""The Parquet lake: snapshots under <data_dir>/lake/<resource>/snapshot_date=YYYY-MM-DD/.
+"""The Parquet lake: snapshots under <data_dir>/lake/org=<organization>/<resource>/snapshot_date=YYYY-MM-DD/.
 
 Snapshots are written into a private staging directory on the lake's filesystem and renamed
 into place, so readers never see a partial snapshot; staging left by a process that died is
@@ -11,7 +11,7 @@ import fcntl
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from resources.files import fsync_dir, pid_alive
 from resources.sql import read_parquet
 
 LAKE_DIR = "lake"
+ORG_PARTITION = "org"  # the lake's first hive level: lake/org=<organization>/...
 STAGING_DIR = ".staging"
 SNAPSHOT_FILE = "data.parquet"
 ROWS_PER_ROW_GROUP = 10_000
@@ -108,7 +109,8 @@ class StagedSnapshot:
 
 
 class LakeResource(dg.ConfigurableResource):
-    """Parquet snapshots under <data_dir>/lake/<resource>/snapshot_date=YYYY-MM-DD/."""
+    """Parquet snapshots: an organization's under <data_dir>/lake/org=<org>/<resource>/snapshot_date=YYYY-MM-DD/,
+    the deployment's own (CRM contacts, org None) under <data_dir>/lake/<resource>/snapshot_date=YYYY-MM-DD/."""
 
     data_dir: str
 
@@ -116,25 +118,29 @@ class LakeResource(dg.ConfigurableResource):
     def root(self) -> Path:
         return Path(self.data_dir) / LAKE_DIR
 
-    def snapshot_dir(self, resource: str, snapshot_date: str) -> Path:
-        return self.root / resource / f"snapshot_date={snapshot_date}"
+    def snapshot_dir(self, org: str | None, resource: str, snapshot_date: str) -> Path:
+        base = self.root if org is None else self.root / f"{ORG_PARTITION}={org}"
+        return base / resource / f"snapshot_date={snapshot_date}"
 
     @staticmethod
     def relative_glob(resource: str) -> str:
-        """Every snapshot file of a resource, relative to the data directory (what the history views read)."""
-        return f"{LAKE_DIR}/{resource}/snapshot_date=*/*.parquet"
+        """Every organization's snapshot files of a resource, relative to the data directory (what the
+        history views read, with `org` and `snapshot_date` from the folder names)."""
+        return f"{LAKE_DIR}/{ORG_PARTITION}=*/{resource}/snapshot_date=*/*.parquet"
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self.remove_abandoned_staging()
 
     @contextmanager
     def snapshot(
-        self, resource: str, snapshot_date: str, schema: pa.Schema, *, key: str, newest_by: str, publish: bool = True
+        self, org: str | None, resource: str, snapshot_date: str, schema: pa.Schema, *, key: str,
+        newest_by: str | None = None, publish: bool = True,
     ) -> Iterator[StagedSnapshot]:
         """Stage a snapshot in a private directory; when the block ends without an error it is published
         (`snapshot.published` says where), or discarded with `publish=False` (a scratch file). An error
         discards it: readers never see a partial snapshot."""
-        staged = StagedSnapshot(self.new_staging_dir(resource, snapshot_date), schema, key=key, newest_by=newest_by)
+        staging = self.new_staging_dir(org, resource, snapshot_date)
+        staged = StagedSnapshot(staging, schema, key=key, newest_by=newest_by or key)
         try:
             yield staged
         except BaseException:
@@ -143,16 +149,17 @@ class LakeResource(dg.ConfigurableResource):
             raise
         staged.close()
         if publish:
-            staged.published = self.publish(staged.staging, resource, snapshot_date)
+            staged.published = self.publish(staged.staging, org, resource, snapshot_date)
         else:
             self.discard(staged.staging)
 
-    def snapshot_file(self, resource: str, snapshot_date: str) -> Path:
-        return self.snapshot_dir(resource, snapshot_date) / SNAPSHOT_FILE
+    def snapshot_file(self, org: str | None, resource: str, snapshot_date: str) -> Path:
+        return self.snapshot_dir(org, resource, snapshot_date) / SNAPSHOT_FILE
 
-    def new_staging_dir(self, resource: str, snapshot_date: str) -> Path:
+    def new_staging_dir(self, org: str | None, resource: str, snapshot_date: str) -> Path:
         """A private directory on the lake's filesystem (so publishing is a rename)."""
-        path = self.root / STAGING_DIR / f"{resource}-{snapshot_date}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        name = f"{org or '_'}.{resource}-{snapshot_date}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        path = self.root / STAGING_DIR / name
         path.mkdir(parents=True)
         return path
 
@@ -171,23 +178,53 @@ class LakeResource(dg.ConfigurableResource):
             if len(parts) == 3 and parts[1].isdigit() and not pid_alive(int(parts[1])):
                 shutil.rmtree(entry, ignore_errors=True)
 
-    def publish(self, staging: Path, resource: str, snapshot_date: str) -> Path:
+    def publish(self, staging: Path, org: str | None, resource: str, snapshot_date: str) -> Path:
         """Move a complete staged snapshot into place; an existing snapshot of the date is replaced.
 
         Readers never see a partial snapshot: the old one is renamed aside, the new one renamed
         in, the old one deleted (between the two renames the date is briefly absent).
         """
-        final = self.snapshot_dir(resource, snapshot_date)
+        final = self.snapshot_dir(org, resource, snapshot_date)
         final.parent.mkdir(parents=True, exist_ok=True)
         # Two runs of the same date may finish together: their renames must not interleave.
         with open(self.root / ".publish.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             retired = None
             if final.exists():
-                retired = staging.parent / f"retired-{resource}-{snapshot_date}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+                retired = staging.parent / f"retired-{org or '_'}.{resource}-{snapshot_date}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
                 os.rename(final, retired)
             os.rename(staging, final)
             fsync_dir(final.parent)
         if retired is not None:
             shutil.rmtree(retired, ignore_errors=True)
         return final
+
+    def adopt_single_org_layout(self, resources: Iterable[str], org: str) -> list[str]:
+        """A data directory from before organizations: its `lake/<resource>/` folders become
+        `lake/org=<org>/<resource>/` (renames on one filesystem: nothing is copied or lost). Returns
+        the resources moved."""
+        moved = []
+        with open(self._lock_file(), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for resource in resources:
+                old = self.root / resource
+                if not old.is_dir() or not any(old.glob("snapshot_date=*")):
+                    continue
+                new = self.root / f"{ORG_PARTITION}={org}" / resource
+                if new.exists():
+                    for folder in old.glob("snapshot_date=*"):
+                        target = new / folder.name
+                        if not target.exists():
+                            os.rename(folder, target)
+                    shutil.rmtree(old, ignore_errors=True)
+                else:
+                    new.parent.mkdir(parents=True, exist_ok=True)
+                    os.rename(old, new)
+                moved.append(resource)
+            if moved:
+                fsync_dir(self.root)
+        return moved
+
+    def _lock_file(self) -> Path:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self.root / ".publish.lock"

@@ -28,11 +28,14 @@ import duckdb
 import pyarrow as pa
 
 from resources.files import pid_alive
+from resources.orgs import DEFAULT_ORG
 from resources.sql import sql_literal
 
 WAREHOUSE_FILE = "warehouse.duckdb"
 ANALYTICS_FILE = "analytics.duckdb"
 LOCK_FILE = "warehouse.lock"
+ORG_COLUMN = "org"  # every table's first key column: the organization (commops orgs) the row belongs to
+ORG_COMMENT = "Organization the row belongs to (commops orgs list; `default` in a single-organization setup)"
 LOAD_COLUMNS = (
     ("_snapshot_date", "DATE", "Snapshot date (the day the run read it) of the snapshot the row was last loaded from"),
     ("_loaded_at", "TIMESTAMPTZ", "Time the sync wrote this version of the row (UTC)"),
@@ -104,13 +107,18 @@ class WarehouseSession:
         self.conn = conn
 
     def ensure_table(self, spec: TableSpec) -> None:
-        """Create the current-state table (and its children) from the Arrow schema; add new columns."""
-        wanted = {f.name: column_type(f) for f in spec.schema}
+        """Create the current-state table (and its children) from the Arrow schema, keyed by (org, key);
+        add new columns. A table from before organizations is rebuilt once, its rows the organization
+        `default`'s (nothing is dropped)."""
+        wanted = {ORG_COLUMN: "VARCHAR"} | {f.name: column_type(f) for f in spec.schema}
         wanted.update({name: type_ for name, type_, _ in LOAD_COLUMNS})
         existing = self._columns(spec.table)
+        if existing and ORG_COLUMN not in existing:
+            self._adopt_single_org(spec.table, f"{ORG_COLUMN}, {spec.key}")
+            existing = self._columns(spec.table)
         if not existing:
             columns = ", ".join(f'"{name}" {type_}' for name, type_ in wanted.items())
-            self.conn.execute(f"CREATE TABLE {spec.table} ({columns}, PRIMARY KEY ({spec.key}))")
+            self.conn.execute(f"CREATE TABLE {spec.table} ({columns}, PRIMARY KEY ({ORG_COLUMN}, {spec.key}))")
         else:
             for name, type_ in wanted.items():
                 if name not in existing:
@@ -118,20 +126,43 @@ class WarehouseSession:
                 elif type_ == "JSON" and existing[name] != "JSON":  # tables made before _extra was JSON
                     self.conn.execute(f'ALTER TABLE {spec.table} ALTER COLUMN "{name}" TYPE JSON')
         for child in spec.children:
-            wanted = [(name, type_) for name, type_, _ in child.columns] + [(name, type_) for name, type_, _ in LOAD_COLUMNS]
+            wanted_child = [(ORG_COLUMN, "VARCHAR")] + [(name, type_) for name, type_, _ in child.columns]
+            wanted_child += [(name, type_) for name, type_, _ in LOAD_COLUMNS]
             existing = self._columns(child.name)
+            if existing and ORG_COLUMN not in existing:
+                self._adopt_single_org(child.name, None)
+                existing = self._columns(child.name)
             if not existing:
-                self.conn.execute(f"CREATE TABLE {child.name} ({', '.join(f'{n} {t}' for n, t in wanted)})")
-            for name, type_ in wanted:
+                self.conn.execute(f"CREATE TABLE {child.name} ({', '.join(f'{n} {t}' for n, t in wanted_child)})")
+            for name, type_ in wanted_child:
                 if existing and name not in existing:  # child tables made before they carried the load columns
                     self.conn.execute(f'ALTER TABLE {child.name} ADD COLUMN "{name}" {type_}')
         self._comment(spec)
 
-    def merge(self, spec: TableSpec, source_relation: str, *, snapshot_date: str | None = None) -> int:
-        """Merge rows from `source_relation` (any SQL table expression with the schema's column names,
-        e.g. a registered Arrow table or read_parquet(...)) into the spec's table, stamping the load
-        columns: `_snapshot_date` (the lake snapshot the rows come from; NULL for rows no snapshot
-        holds) and `_loaded_at`.
+    def _adopt_single_org(self, table: str, primary_key: str | None) -> None:
+        """Rebuild a table of a single-organization warehouse with `org` first (the organization
+        `default`) and, when given, the primary key (org, key), in one transaction."""
+        columns = self._columns(table)
+        definitions = ", ".join([f"{ORG_COLUMN} VARCHAR"] + [f'"{name}" {type_}' for name, type_ in columns.items()])
+        key = f", PRIMARY KEY ({primary_key})" if primary_key else ""
+        quoted = ", ".join(f'"{name}"' for name in columns)
+        self.conn.execute("BEGIN TRANSACTION")
+        try:
+            self.conn.execute(f"CREATE TABLE _adopting ({definitions}{key})")
+            self.conn.execute(f"INSERT INTO _adopting SELECT {sql_literal(DEFAULT_ORG)}, {quoted} FROM {table}")
+            self.conn.execute(f"DROP TABLE {table}")
+            self.conn.execute(f"ALTER TABLE _adopting RENAME TO {table}")
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        _logger.info(f"warehouse: {table} now carries {ORG_COLUMN}; its rows are organization {DEFAULT_ORG}'s")
+
+    def merge(self, spec: TableSpec, source_relation: str, *, org: str, snapshot_date: str | None = None) -> int:
+        """Merge organization `org`'s rows from `source_relation` (any SQL table expression with the
+        schema's column names, e.g. a registered Arrow table or read_parquet(...)) into the spec's
+        table, stamping `org` and the load columns: `_snapshot_date` (the lake snapshot the rows come
+        from; NULL for rows no snapshot holds) and `_loaded_at`.
 
         One rule decides which version of a row is newer, between two incoming rows as between an
         incoming row and the table's: `spec.version`, compared field by field, a NULL on either side
@@ -141,8 +172,12 @@ class WarehouseSession:
         """
         key = spec.key
         conn = self.conn
+        this_org = f"{ORG_COLUMN} = {sql_literal(org)}"
         stamp = "NULL::DATE" if snapshot_date is None else f"DATE {sql_literal(snapshot_date)}"
-        source = f"(SELECT *, {stamp} AS _snapshot_date, now() AS _loaded_at FROM {source_relation})"
+        source = (
+            f"(SELECT {sql_literal(org)} AS {ORG_COLUMN}, *, {stamp} AS _snapshot_date, now() AS _loaded_at "
+            f"FROM {source_relation})"
+        )
         conn.execute("BEGIN TRANSACTION")
         try:
             if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
@@ -150,16 +185,16 @@ class WarehouseSession:
             # Only ids and versions are compared; the wide rows stream from the source once.
             conn.execute(
                 f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT i.{key} AS id FROM {source} i "
-                f"LEFT JOIN {spec.table} t ON t.{key} = i.{key} "
+                f"LEFT JOIN (SELECT * FROM {spec.table} WHERE {this_org}) t ON t.{key} = i.{key} "
                 f"WHERE t.{key} IS NULL OR {_not_older(spec.version, 'i', 't')}"
             )
-            conn.execute(f"DELETE FROM {spec.table} WHERE {key} IN (SELECT id FROM _merged_ids)")
+            conn.execute(f"DELETE FROM {spec.table} WHERE {this_org} AND {key} IN (SELECT id FROM _merged_ids)")
             conn.execute(
                 f"INSERT INTO {spec.table} BY NAME SELECT i.* FROM {source} i "
                 f"WHERE i.{key} IN (SELECT id FROM _merged_ids)"
             )
             for child in spec.children:
-                self._rebuild_child(spec.table, child)
+                self._rebuild_child(spec.table, child, org)
             written = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
             conn.execute("DROP TABLE _merged_ids")
             conn.execute("DROP TABLE IF EXISTS _repeated; DROP TABLE IF EXISTS _beaten")
@@ -227,9 +262,12 @@ class WarehouseSession:
         for f in spec.schema:
             self.conn.execute(f'COMMENT ON COLUMN {spec.history_view}."{f.name}" IS {sql_literal(description(f))}')
         self.conn.execute(f"COMMENT ON COLUMN {spec.history_view}.snapshot_date IS 'Snapshot date (lake folder)'")
+        self.conn.execute(f"COMMENT ON COLUMN {spec.history_view}.{ORG_COLUMN} IS {sql_literal(ORG_COMMENT + ' (lake folder)')}")
 
-    def count(self, table: str) -> int:
-        return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    def count(self, table: str, org: str | None = None) -> int:
+        """Rows of `table`, of one organization when `org` is given."""
+        where = "" if org is None else f" WHERE {ORG_COLUMN} = {sql_literal(org)}"
+        return int(self.conn.execute(f"SELECT count(*) FROM {table}{where}").fetchone()[0])
 
     def _columns(self, table: str) -> dict[str, str]:
         rows = self.conn.execute(
@@ -238,16 +276,20 @@ class WarehouseSession:
         ).fetchall()
         return dict(rows)
 
-    def _rebuild_child(self, parent: str, child: ChildSpec) -> None:
-        """The child rows of the ids written, with their parent row's load columns."""
-        self.conn.execute(f"DELETE FROM {child.name} WHERE {child.parent_key} IN (SELECT id FROM _merged_ids)")
-        names = [name for name, _, _ in child.columns]
-        load = [name for name, _, _ in LOAD_COLUMNS]
+    def _rebuild_child(self, parent: str, child: ChildSpec, org: str) -> None:
+        """The child rows of the ids written, with their parent row's org and load columns."""
+        this_org = f"{ORG_COLUMN} = {sql_literal(org)}"
         self.conn.execute(
-            f"INSERT INTO {child.name} ({', '.join(names + load)}) "
-            f"SELECT c.*, {', '.join(f'parent.{name}' for name in load)} "
-            f"FROM ({child.select_sql} WHERE p.id IN (SELECT id FROM _merged_ids)) AS c({', '.join(names)}) "
-            f"JOIN {parent} parent ON parent.id = c.{child.parent_key}"
+            f"DELETE FROM {child.name} WHERE {this_org} AND {child.parent_key} IN (SELECT id FROM _merged_ids)"
+        )
+        names = [name for name, _, _ in child.columns]
+        carried = [ORG_COLUMN] + [name for name, _, _ in LOAD_COLUMNS]
+        self.conn.execute(
+            f"INSERT INTO {child.name} ({', '.join(carried + names)}) "
+            f"SELECT {', '.join(f'parent.{name}' for name in carried)}, c.* "
+            f"FROM ({child.select_sql} WHERE p.{ORG_COLUMN} = {sql_literal(org)} AND p.id IN (SELECT id FROM _merged_ids)) "
+            f"AS c({', '.join(names)}) "
+            f"JOIN {parent} parent ON parent.{ORG_COLUMN} = {sql_literal(org)} AND parent.id = c.{child.parent_key}"
         )
 
     def _comment(self, spec: TableSpec) -> None:
@@ -257,8 +299,10 @@ class WarehouseSession:
             execute(f'COMMENT ON COLUMN {spec.table}."{f.name}" IS {sql_literal(description(f))}')
         for name, _, text in LOAD_COLUMNS:
             execute(f'COMMENT ON COLUMN {spec.table}."{name}" IS {sql_literal(text)}')
+        execute(f'COMMENT ON COLUMN {spec.table}."{ORG_COLUMN}" IS {sql_literal(ORG_COMMENT)}')
         for child in spec.children:
             execute(f"COMMENT ON TABLE {child.name} IS {sql_literal(child.description)}")
+            execute(f'COMMENT ON COLUMN {child.name}."{ORG_COLUMN}" IS {sql_literal(ORG_COMMENT)}')
             for name, _, text in child.columns:
                 execute(f"COMMENT ON COLUMN {child.name}.{name} IS {sql_literal(text)}")
             for name, _, text in LOAD_COLUMNS:

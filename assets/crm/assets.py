@@ -73,19 +73,15 @@ def crm_contacts(
 ) -> dg.MaterializeResult:
     started = time.monotonic()
     date = run_snapshot_date(context)
-    staging = lake.new_staging_dir(CONTACTS_LAKE, date)
     rows = 0
-    try:
-        with pq.ParquetWriter(staging / SNAPSHOT_FILE, CONTACT_SCHEMA, compression="zstd") as writer:
-            for batch in crm.iter_contacts():
-                writer.write_table(pa.Table.from_batches([batch], schema=CONTACT_SCHEMA))
-                if (rows + batch.num_rows) // PROGRESS_EVERY > rows // PROGRESS_EVERY:
-                    context.log.info(f"crm/contacts: {rows + batch.num_rows:,} contacts read from {crm.source_name}")
-                rows += batch.num_rows
-    except BaseException:
-        lake.discard(staging)
-        raise
-    snapshot = lake.publish(staging, CONTACTS_LAKE, date) / SNAPSHOT_FILE
+    with lake.snapshot(None, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as staged:  # the deployment's own
+        for batch in crm.iter_contacts():
+            staged.write(batch)
+            if (rows + batch.num_rows) // PROGRESS_EVERY > rows // PROGRESS_EVERY:
+                context.log.info(f"crm/contacts: {rows + batch.num_rows:,} contacts read from {crm.source_name}")
+            rows += batch.num_rows
+        staged.finish()
+    snapshot = staged.published / SNAPSHOT_FILE
     with warehouse.writer(context.log) as session:
         session.replace_table(
             CONTACTS_TABLE,

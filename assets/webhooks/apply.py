@@ -28,7 +28,10 @@ from assets.webhooks.routing import plan_batch
 from assets.webhooks.settle import event_rows, set_aside_rows, settle
 from assets.webhooks.write import unrecorded_quarantine, write
 from resources.api import CommopsApiResource
+from assets.partitions import ORGS, partition_org
+from assets.webhooks.organizations import route_events
 from resources.inbox import InboxResource
+from resources.orgs import Org, OrgsResource
 from resources.warehouse import WarehouseResource
 from webhook_receiver.inbox import InboxEvent
 
@@ -58,14 +61,19 @@ def event_ids_of(config: Mapping | None) -> list[str]:
     return list(((config or {}).get("ops", {}).get(APPLY_STEP, {}).get("config", {}).get("event_ids")) or [])
 
 
-def read_batch(inbox: InboxResource, config: WebhookEventsConfig) -> list[InboxEvent]:
+def read_batch(inbox: InboxResource, config: WebhookEventsConfig, org: str, orgs: list[Org]) -> list[InboxEvent]:
+    """The run's events: those it was given, or the pending events of its organization (at most `limit`)."""
     with inbox.open() as box:
-        events = box.get(config.event_ids) if config.event_ids else box.pending(limit=config.limit)
+        if config.event_ids:
+            events = box.get(config.event_ids)
+        else:
+            events = route_events(box.pending(limit=config.limit * max(len(orgs), 1)), orgs)[0].get(org, [])[: config.limit]
     return [event for event in events if event.applied_at is None and event.quarantined_at is None]
 
 
 @dg.asset(
     key=WEBHOOK_EVENTS_KEY,
+    partitions_def=ORGS,
     group_name="webhooks",
     kinds={"duckdb"},
     pool="warehouse",
@@ -91,30 +99,33 @@ def webhook_events(
     context: dg.AssetExecutionContext,
     config: WebhookEventsConfig,
     api: CommopsApiResource,
+    orgs: OrgsResource,
     inbox: InboxResource,
     warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
     started = time.monotonic()
     run_id = context.run.run_id
-    events = read_batch(inbox, config)
+    org = partition_org(context)
+    known = orgs.all()
+    events = read_batch(inbox, config, org, known)
     with inbox.open() as box:
-        set_aside = box.quarantined(limit=BATCH_LIMIT)
+        set_aside = route_events(box.quarantined(limit=BATCH_LIMIT), known)[0].get(org, [])
     skipped = len(set(config.event_ids) - {e.id for e in events})
     if skipped:
         context.log.info(f"{skipped} requested event(s) already applied, quarantined or unknown, skipped")
-    client = api.client
+    client = api.client_for(orgs.registered(org))
     before = client.stats
     plan = plan_batch(events)
-    fetched = fetch_current_state(client, plan, warehouse, context.log) if plan.parsed else Fetched()
+    fetched = fetch_current_state(client, plan, warehouse, org, context.log) if plan.parsed else Fetched()
     settled = settle(plan, fetched, inbox.max_attempts)
 
     rows = event_rows(events, plan, settled, run_id)
     engagement = [p.engagement for p in settled.applied if p.engagement is not None]
     with warehouse.writer(context.log) as session:
-        rows += set_aside_rows(unrecorded_quarantine(session, set_aside), run_id)
+        rows += set_aside_rows(unrecorded_quarantine(session, set_aside, org), run_id)
         unreadable: Counter[str] = Counter({"event data": plan.unreadable} if plan.unreadable else {})
-        written = write(session, fetched, engagement, rows, unreadable)
-        counts = {table: session.count(table) for table in written}
+        written = write(session, org, fetched, engagement, rows, unreadable)
+        counts = {table: session.count(table, org) for table in written}
 
     with inbox.open() as box:  # after the commit: an event set aside always has its row
         for error, ids in _by_error(plan.never_applicable).items():
@@ -124,7 +135,7 @@ def webhook_events(
         inbox_counts = box.counts()
         listed = box.quarantined(limit=_LISTED)
 
-    _log_table_materializations(context, written, counts)
+    _log_table_materializations(context, org, written, counts)
     kinds = ", ".join(f"{name} {n}" for name, n in sorted(plan.kinds.items())) or "none"
     context.log.info(
         f"webhook events: {len(settled.applied)} applied, {len(settled.quarantined)} quarantined, "
@@ -161,13 +172,14 @@ def _by_error(errors: dict[str, str]) -> dict[str, list[str]]:
     return grouped
 
 
-def _log_table_materializations(context: dg.AssetExecutionContext, written: dict[str, int], counts: dict[str, int]) -> None:
+def _log_table_materializations(context: dg.AssetExecutionContext, org: str, written: dict[str, int], counts: dict[str, int]) -> None:
     for table, rows in written.items():
         if table == WEBHOOK_EVENTS.table:
             continue  # this asset's own materialization
         context.log_event(
             dg.AssetMaterialization(
                 asset_key=dg.AssetKey(["warehouse", table]),
+                partition=org,
                 description=f"Updated by webhook events (run {context.run.run_id[:8]})",
                 metadata={"dagster/row_count": counts[table], "rows_written": rows, "source": "webhooks"},
             )

@@ -7,6 +7,7 @@ import dagster as dg
 
 from assets.analytics import ANALYTICS_KEY, read_published
 from assets.catalog import WEBHOOK_EVENTS
+from assets.partitions import ORGS
 from assets.webhooks.reshape import APPLIED
 from commops_spec.timestamps import format_timestamp
 from resources.inbox import InboxResource
@@ -29,6 +30,7 @@ def applied_in_run(warehouse: WarehouseResource, run_id: str) -> tuple[list[str]
 @dg.asset(
     key=APPLIED_KEY,
     deps=[ANALYTICS_KEY],
+    partitions_def=ORGS,
     group_name="webhooks",
     kinds={"sqlite"},
     description=(

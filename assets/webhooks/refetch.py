@@ -39,7 +39,7 @@ class Fetched:
     signals_since: str | None = None
 
 
-def fetch_current_state(client: ApiClient, plan: Plan, warehouse: WarehouseResource, log: Any) -> Fetched:
+def fetch_current_state(client: ApiClient, plan: Plan, warehouse: WarehouseResource, org: str, log: Any) -> Fetched:
     fetched = Fetched()
     if plan.kol_ids:
         _refetch_kols(client, plan.kol_ids, fetched)
@@ -50,7 +50,7 @@ def fetch_current_state(client: ApiClient, plan: Plan, warehouse: WarehouseResou
     if plan.campaigns:
         fetched.campaigns = _walk(client, CAMPAIGNS, {})
     if plan.signals:
-        fetched.signals_since = _signal_watermark(plan, warehouse)
+        fetched.signals_since = _signal_watermark(plan, warehouse, org)
         params = {"published_after": fetched.signals_since} if fetched.signals_since else {}
         fetched.signals = _walk(client, SIGNALS, params)
     return fetched
@@ -97,7 +97,7 @@ def _walk(client: ApiClient, spec: ResourceSpec, params: dict[str, str]) -> list
     return items
 
 
-def _signal_watermark(plan: Plan, warehouse: WarehouseResource) -> str | None:
+def _signal_watermark(plan: Plan, warehouse: WarehouseResource, org: str) -> str | None:
     """published_after for the signal walk: the batch's earliest stated published_at minus an hour,
     else the newest published signal minus a day; None (every signal) when neither exists.
 
@@ -106,6 +106,6 @@ def _signal_watermark(plan: Plan, warehouse: WarehouseResource) -> str | None:
     warehouse, which moves the watermark earlier: more signals walked, none missed."""
     if plan.signal_published:
         return format_timestamp(min(plan.signal_published) - SIGNAL_OVERLAP)
-    rows = read_published(warehouse, SIGNALS.table, f"SELECT max(published_at) FROM {SIGNALS.table}")
+    rows = read_published(warehouse, SIGNALS.table, f"SELECT max(published_at) FROM {SIGNALS.table} WHERE org = ?", [org])
     newest = rows[0][0] if rows else None
     return None if newest is None else format_timestamp(newest - SIGNAL_FALLBACK_OVERLAP)

@@ -29,6 +29,7 @@ from webhook_receiver.inbox import InboxEvent
 
 def write(
     session: WarehouseSession,
+    org: str,
     fetched: Fetched,
     engagement: list[dict[str, Any]],
     events: list[dict[str, Any]],
@@ -45,18 +46,18 @@ def write(
     ]
     for spec, converter, records in refetched:
         if records:
-            written[spec.table] = _merge_records(session, spec, converter, records)
+            written[spec.table] = _merge_records(session, org, spec, converter, records)
             unreadable.update({f"{spec.table}.{path}": n for path, n in converter.unreadable.items()})
     if engagement:
-        written[CAMPAIGN_ENGAGEMENT.table] = _merge(session, CAMPAIGN_ENGAGEMENT, _table(CAMPAIGN_ENGAGEMENT, engagement))
+        written[CAMPAIGN_ENGAGEMENT.table] = _merge(session, org, CAMPAIGN_ENGAGEMENT, _table(CAMPAIGN_ENGAGEMENT, engagement))
     session.ensure_table(WEBHOOK_EVENTS)
     # Rows written before the status column were all applied.
     session.conn.execute(f"UPDATE {WEBHOOK_EVENTS.table} SET status = {sql_literal(APPLIED)} WHERE status IS NULL")
-    written[WEBHOOK_EVENTS.table] = _merge(session, WEBHOOK_EVENTS, _table(WEBHOOK_EVENTS, events))
+    written[WEBHOOK_EVENTS.table] = _merge(session, org, WEBHOOK_EVENTS, _table(WEBHOOK_EVENTS, events))
     return written
 
 
-def unrecorded_quarantine(session: WarehouseSession, set_aside: list[InboxEvent]) -> list[InboxEvent]:
+def unrecorded_quarantine(session: WarehouseSession, set_aside: list[InboxEvent], org: str) -> list[InboxEvent]:
     """The quarantined inbox events whose `webhook_events` row does not say so yet: those a failure
     outside the apply step set aside (the job's failure hook, the run failure sensor)."""
     if not set_aside or not session.exists(WEBHOOK_EVENTS.table):
@@ -64,24 +65,24 @@ def unrecorded_quarantine(session: WarehouseSession, set_aside: list[InboxEvent]
     recorded = {
         row[0]
         for row in session.conn.execute(
-            f"SELECT id FROM {WEBHOOK_EVENTS.table} WHERE status = ? AND list_contains(?, id)",
-            [QUARANTINED, [event.id for event in set_aside]],
+            f"SELECT id FROM {WEBHOOK_EVENTS.table} WHERE org = ? AND status = ? AND list_contains(?, id)",
+            [org, QUARANTINED, [event.id for event in set_aside]],
         ).fetchall()
     }
     return [event for event in set_aside if event.id not in recorded]
 
 
-def _merge_records(session: WarehouseSession, spec: ResourceSpec, converter: RecordConverter, records: list[dict]) -> int:
-    return _merge(session, spec, pa.Table.from_batches([converter.to_batch(records)]))
+def _merge_records(session: WarehouseSession, org: str, spec: ResourceSpec, converter: RecordConverter, records: list[dict]) -> int:
+    return _merge(session, org, spec, pa.Table.from_batches([converter.to_batch(records)]))
 
 
-def _merge(session: WarehouseSession, spec: ResourceSpec, table: pa.Table) -> int:
+def _merge(session: WarehouseSession, org: str, spec: ResourceSpec, table: pa.Table) -> int:
     """Merge Arrow rows into spec's table (no lake snapshot holds them: NULL _snapshot_date)."""
     session.ensure_table(spec)
     name = f"_incoming_{spec.table}"
     session.conn.register(name, table)
     try:
-        return session.merge(spec, name)
+        return session.merge(spec, name, org=org)
     finally:
         session.conn.unregister(name)
 

@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 import click
 import dagster as dg
 
+from assets.partitions import ORGS
 from assets.webhooks import BATCH_LIMIT, run_config
+from assets.webhooks.organizations import route_events, unknown_organization
 from pipelines.cli.command_checks import check_writable, fail
 from pipelines.cli.dagster_home import dagster_instance
 from pipelines.cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from resources.inbox import InboxResource
+from resources.orgs import DEFAULT_ORG, OrgsResource
 from resources.settings import API_KEY_ENV, SettingsError, load_settings, require_api_key
 
 LISTED = 100  # events listed per state by `status`
@@ -45,44 +48,57 @@ def run_apply(
     limit: int = BATCH_LIMIT,
     instance: dg.DagsterInstance | None = None,
 ) -> ApplySummary:
-    """Run apply_webhook_events in-process, batch after batch (explicit event ids, as the sensor gives
-    them), until no event is ready; ApplyError when a run fails."""
+    """Run apply_webhook_events in-process, batch after batch and organization by organization (explicit
+    event ids, as the sensor gives them), until no event is ready; events of no registered organization
+    are quarantined; ApplyError when a run fails."""
     settings = load_settings(base_url=base_url, data_dir=data_dir)
-    settings = settings.model_copy(update={"base_url": settings.require_base_url()})
-    require_api_key(api_key_env)
+    if settings.base_url:
+        settings = settings.model_copy(update={"base_url": settings.require_base_url()})
     try:
         check_writable(settings.data_dir)
     except OSError as error:
         raise ApplyError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
     resources = build_resources(settings, api_key_env=api_key_env)
     inbox: InboxResource = resources["inbox"]
+    orgs: OrgsResource = resources["orgs"]
     job = make_definitions(settings, resources).resolve_job_def(APPLY_WEBHOOK_EVENTS)
     summary = ApplySummary()
     logging.getLogger("commops").setLevel(logging.INFO)
     previous: list[str] = []
     with dagster_instance(settings) if instance is None else nullcontext(instance) as dagster:
         while True:
+            known = orgs.all()
             with inbox.open() as box:
-                batch = [event.id for event in box.pending(limit=limit)]
+                routed, unknown = route_events(box.pending(limit=limit * max(len(known), 1)), known)
+                for event in unknown:
+                    box.quarantine([event.id], unknown_organization(event))
+            summary.quarantined += [event.id for event in unknown]
+            batch = [event.id for events in routed.values() for event in events]
             if not batch:
                 break
             if batch == previous:  # each run settles its batch (applied, quarantined or waiting): never seen
                 raise ApplyError(f"{len(batch)} event(s) still pending after a run that succeeded, e.g. {batch[0]}")
             previous = batch
-            result = job.execute_in_process(
-                run_config={**run_config(batch), **QUIET_CONSOLE}, instance=dagster, raise_on_error=False
-            )
-            summary.runs += 1
-            if not result.success:
-                raise ApplyError(failure_message(result))
-            for event in result.get_asset_materialization_events():
-                materialization = event.materialization
-                if materialization.asset_key.path == ["warehouse", "webhook_events"]:
-                    metadata = dict(materialization.metadata)
-                    summary.events += metadata_value(metadata, "applied") or 0
-                    summary.quarantined += metadata_value(metadata, "quarantined_ids") or []
-                    summary.by_kind.update(metadata_value(metadata, "events_by_kind") or {})
-                    summary.rows_written.update(metadata_value(metadata, "rows_written") or {})
+            for org, events in sorted(routed.items()):
+                if org == DEFAULT_ORG and not any(o.name == DEFAULT_ORG for o in orgs.registry.registered()):
+                    require_api_key(api_key_env)
+                if not dagster.has_dynamic_partition(ORGS.name, org):
+                    dagster.add_dynamic_partitions(ORGS.name, [org])
+                result = job.execute_in_process(
+                    run_config={**run_config([e.id for e in events][:limit]), **QUIET_CONSOLE},
+                    instance=dagster, partition_key=org, raise_on_error=False,
+                )
+                summary.runs += 1
+                if not result.success:
+                    raise ApplyError(f"{org}: {failure_message(result)}")
+                for event in result.get_asset_materialization_events():
+                    materialization = event.materialization
+                    if materialization.asset_key.path == ["warehouse", "webhook_events"]:
+                        metadata = dict(materialization.metadata)
+                        summary.events += metadata_value(metadata, "applied") or 0
+                        summary.quarantined += metadata_value(metadata, "quarantined_ids") or []
+                        summary.by_kind.update(metadata_value(metadata, "events_by_kind") or {})
+                        summary.rows_written.update(metadata_value(metadata, "rows_written") or {})
     with inbox.open() as box:
         summary.counts = box.counts()
     return summary

@@ -7,10 +7,12 @@ naming its variable.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import sys
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 import dagster as dg
 
 from assets import snapshot_date as dates
+from assets.partitions import ORGS
 from assets.progress import ProgressReporter
 from pipelines.cli.command_checks import check_writable
 from pipelines.cli.dagster_home import dagster_instance
@@ -26,6 +29,7 @@ from pipelines.definitions import build_resources, make_definitions
 from pipelines.cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.lake import LAKE_DIR
+from resources.orgs import DEFAULT_ORG, OrgRegistry
 from resources.settings import API_KEY_ENV, TIMEZONE_ENV, Settings, load_settings, require_api_key
 from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE
 
@@ -61,6 +65,7 @@ class SyncSummary:
     snapshot_date: str
     data_dir: Path
     run_id: str
+    org: str = DEFAULT_ORG
     assets: list[AssetSummary] = field(default_factory=list)
     failed_checks: list[str] = field(default_factory=list)
     duration_seconds: float = 0.0
@@ -108,16 +113,26 @@ def run_sync(
     instance: dg.DagsterInstance | None = None,
     max_concurrency: int = 4,
     api_key_env: str = API_KEY_ENV,
+    org: str = DEFAULT_ORG,
 ) -> SyncSummary:
-    """Run `nightly_sync` in this process; its snapshot is dated today (COMMOPS_TIMEZONE).
+    """Run `nightly_sync` for one organization (its partition) in this process; its snapshot is dated
+    today (COMMOPS_TIMEZONE).
 
-    Every argument left None comes from the settings (the COMMOPS_* environment). `snapshot_date`,
-    when given, must be today's date. The API key is read from the environment variable
-    `api_key_env` by the resource itself (a dg.EnvVar), so it never enters Dagster's storage.
-    Without `instance`, the run is recorded in the Dagster home the UI reads (`commops ui`)."""
+    Every argument left None comes from the settings (the COMMOPS_* environment). `org` is a registered
+    organization, or `default`: the environment's COMMOPS_BASE_URL / `api_key_env` (`base_url` overrides
+    the address). `snapshot_date`, when given, must be today's date. API keys are read from their
+    environment variables by the API resource itself, so they never enter Dagster's storage. Without
+    `instance`, the run is recorded in the Dagster home the UI reads (`commops ui`)."""
     settings = load_settings(base_url=base_url, data_dir=data_dir)
-    settings = settings.model_copy(update={"base_url": settings.require_base_url()})
-    require_api_key(api_key_env)
+    registered = OrgRegistry(settings.data_dir).registered()
+    own = next((o for o in registered if o.name == org), None)
+    if own is not None:
+        own.api_key()  # SettingsError naming its variable, before anything runs
+    elif org == DEFAULT_ORG:
+        settings = settings.model_copy(update={"base_url": settings.require_base_url()})
+        require_api_key(api_key_env)
+    else:
+        OrgRegistry(settings.data_dir).get(org)  # SettingsError: unknown organization, naming the known ones
     check_snapshot_date(snapshot_date)
     try:
         check_writable(settings.data_dir)
@@ -135,12 +150,41 @@ def run_sync(
 
     resources = build_resources(settings, api_key_env=api_key_env, progress=reporter, max_concurrency=max_concurrency)
     job = make_definitions(settings, resources).resolve_job_def(NIGHTLY_SYNC)
-    with nullcontext(instance) if instance is not None else dagster_instance(settings) as instance:
-        return _execute(job, instance, settings, display, enrich_details_limit)
+    with one_sync_per_org(settings.data_dir, org), \
+            nullcontext(instance) if instance is not None else dagster_instance(settings) as instance:
+        if not instance.has_dynamic_partition(ORGS.name, org):
+            instance.add_dynamic_partitions(ORGS.name, [org])
+        summary = _execute(job, instance, settings, display, enrich_details_limit, org)
+    summary.org = org
+    return summary
+
+
+@contextmanager
+def one_sync_per_org(data_dir: Path, org: str) -> Iterator[None]:
+    """At most one in-process sync of an organization at a time (a deployment's run queue does the same
+    for queued runs, by partition); a second one fails at once, naming the process that holds it."""
+    locks = Path(data_dir) / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"sync-{org}.lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise SyncError(f"a sync of {org} is already running ({handle.read().strip() or 'another process'}): "
+                            "one sync per organization at a time") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
 
 
 def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Settings, display: Any,
-             enrich_details_limit: int | None) -> SyncSummary:
+             enrich_details_limit: int | None, org: str) -> SyncSummary:
     started = datetime.now()
     # Dagster's console log is silenced (a failed step would print a traceback wall); the
     # display, the summary and SyncError say what happened, the pipeline's own notices
@@ -153,6 +197,7 @@ def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Sett
         with display:
             result = job.execute_in_process(
                 instance=instance,
+                partition_key=org,
                 raise_on_error=False,
                 run_config={
                     # Only an explicit limit is run config; otherwise kol_details reads COMMOPS_ENRICH_DETAILS_LIMIT

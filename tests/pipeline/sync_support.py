@@ -159,6 +159,17 @@ def api_key_in_env(api_key: str, name: str = API_KEY_ENV) -> Iterator[None]:
             os.environ[name] = before
 
 
+def with_orgs(instance: Any, *orgs: str) -> Any:
+    """`instance` with the organizations as partitions of `orgs` (default: the organization `default`),
+    as `commops sync` and the orgs sensor add them; returns it."""
+    from assets.partitions import ORGS
+
+    missing = [org for org in (orgs or ("default",)) if not instance.has_dynamic_partition(ORGS.name, org)]
+    if missing:
+        instance.add_dynamic_partitions(ORGS.name, missing)
+    return instance
+
+
 def sync(service: Any, data_dir: Path, **kwargs: Any):
     """run_sync against a test service (today's snapshot), on an ephemeral Dagster instance, no rich display."""
     import dagster as dg

@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 
 from http_serving.sockets import free_port
+from tests.pipeline.sync_support import with_orgs
 from tests.waiting import wait_until
 from webhook_receiver.inbox import Inbox, inbox_path
 
@@ -83,7 +84,8 @@ def test_under_dagster_dev_a_base_url_without_v1_fails_the_run_with_the_same_lin
     monkeypatch.setenv("COMMOPS_API_KEY", "x")
     monkeypatch.setenv("COMMOPS_DATA_DIR", str(tmp_path))
     job = defs().resolve_job_def("nightly_sync")
-    result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    result = job.execute_in_process(instance=with_orgs(dg.DagsterInstance.ephemeral()), partition_key="default",
+                                    raise_on_error=False)
     assert not result.success
     assert failure_message(result) == ("COMMOPS_BASE_URL=http://127.0.0.1:9 lacks the version segment: "
                                        "the address includes /v1 (e.g. http://127.0.0.1:9/v1)")

@@ -130,14 +130,14 @@ def test_a_sync_killed_mid_run_leaves_no_partial_snapshot_and_the_rerun_is_corre
 
         def walking() -> bool:
             assert process.poll() is None, f"the sync exited early: {process.stderr.read().decode()}"
-            return staging.is_dir() and any(staging.glob("kols-*/data.parquet"))
+            return staging.is_dir() and any(staging.glob("default.kols-*/data.parquet"))
 
         wait_until(walking, 180, 0.02, what="the KOL walk to start")  # a cold start of Dagster on a loaded machine is slow
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
 
-    assert not (data_dir / "lake" / "kols" / f"snapshot_date={today()}").exists()
+    assert not (data_dir / "lake" / "org=default" / "kols" / f"snapshot_date={today()}").exists()
     assert not (data_dir / "warehouse.duckdb").exists()
     assert any(staging.iterdir())  # the crash left its private staging behind ...
 
@@ -152,7 +152,7 @@ def test_a_sync_killed_mid_run_leaves_no_partial_snapshot_and_the_rerun_is_corre
         items = api_items(service, spec)
         rows = table_rows(data_dir / "analytics.duckdb", spec.table)
         assert set(rows) == set(items)
-        assert sorted(p.name for p in (data_dir / "lake" / spec.name / f"snapshot_date={today()}").iterdir()) == ["data.parquet"]
+        assert sorted(p.name for p in (data_dir / "lake" / "org=default" / spec.name / f"snapshot_date={today()}").iterdir()) == ["data.parquet"]
 
 
 def test_a_sync_paced_by_a_one_second_rate_window_meets_no_429(make_service, tmp_path):

@@ -126,7 +126,7 @@ def test_history_views_read_every_snapshot(synced):
 def test_lake_snapshot_has_the_explicit_schema(synced):
     _, data_dir, summary = synced
     for spec in CATALOG:
-        folder = data_dir / "lake" / spec.name / f"snapshot_date={summary.snapshot_date}"
+        folder = data_dir / "lake" / "org=default" / spec.name / f"snapshot_date={summary.snapshot_date}"
         files = sorted(p.name for p in folder.iterdir())
         assert files == ["data.parquet"]
         schema = pq.read_schema(folder / "data.parquet")

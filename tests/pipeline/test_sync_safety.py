@@ -97,7 +97,7 @@ def test_a_malformed_date_is_refused_and_todays_date_is_accepted(make_service, t
 
     good = _commops("sync", "--date", today(), "--data-dir", str(tmp_path / "data"), "--no-progress", env=env)
     assert good.returncode == 0, good.stderr
-    assert (tmp_path / "data" / "lake" / "kols" / f"snapshot_date={today()}" / "data.parquet").exists()
+    assert (tmp_path / "data" / "lake" / "org=default" / "kols" / f"snapshot_date={today()}" / "data.parquet").exists()
     assert query(tmp_path / "data" / "analytics.duckdb", "SELECT DISTINCT _snapshot_date::VARCHAR FROM kols") == [(today(),)]
 
 

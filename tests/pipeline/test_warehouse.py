@@ -13,7 +13,7 @@ from assets.catalog import PRODUCTS
 from assets.records import RecordConverter
 from resources.warehouse import WarehouseResource, WarehouseSession
 from assets.snapshot_date import today
-from tests.pipeline.sync_support import query, sync, table_rows, warehouse_state
+from tests.pipeline.sync_support import query, sync, table_rows, warehouse_state, with_orgs
 
 
 def _product(pid: str, fetched_at: str, name: str, markets: dict) -> dict:
@@ -25,7 +25,7 @@ def _product(pid: str, fetched_at: str, name: str, markets: dict) -> dict:
 def _merge(conn, records, spec=PRODUCTS) -> int:
     conn.register("incoming", pa.Table.from_batches([RecordConverter(spec.schema).to_batch(records)]))
     try:
-        return WarehouseSession(conn).merge(spec, "incoming")
+        return WarehouseSession(conn).merge(spec, "incoming", org="default")
     finally:
         conn.unregister("incoming")
 
@@ -73,7 +73,7 @@ def test_rerunning_a_date_replaces_its_snapshot_and_keeps_tables_identical(make_
     first = warehouse_state(data_dir / "analytics.duckdb")
     sync(service, data_dir)
     assert warehouse_state(data_dir / "analytics.duckdb") == first
-    folder = data_dir / "lake" / "kols" / f"snapshot_date={today()}"
+    folder = data_dir / "lake" / "org=default" / "kols" / f"snapshot_date={today()}"
     assert [p.name for p in folder.iterdir()] == ["data.parquet"]
     assert query(data_dir / "analytics.duckdb", "SELECT count(DISTINCT snapshot_date), count(*) FROM kols_history") == [(1, 120)]
 
@@ -153,7 +153,8 @@ def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_s
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     assert schedule.job_name == "nightly_sync"
-    assert not defs.resolve_job_def("nightly_sync").partitions_def  # no backfill of past days offered
+    # Partitioned by organization only: no backfill of past days offered.
+    assert defs.resolve_job_def("nightly_sync").partitions_def == dg.DynamicPartitionsDefinition(name="orgs")
     nightly = set(defs.resolve_job_def("nightly_sync").graph.node_names())
     assert "analytics" in nightly and not {"warehouse__webhook_events", "webhooks__applied"} & nightly
     assert not {name for name in nightly if name.startswith("crm__")}  # a CRM outage never fails the nightly sync
@@ -196,7 +197,8 @@ def test_assets_materialize_on_their_own_with_dg_materialize(make_service, tmp_p
     selected.append(build_analytics_asset([selected[-1].key]))
     settings = load_settings(base_url=service.base_url, data_dir=str(tmp_path))
     with api_key_in_env(service.api_key):
-        result = dg.materialize(selected, instance=dg.DagsterInstance.ephemeral(), resources=build_resources(settings))
+        result = dg.materialize(selected, instance=with_orgs(dg.DagsterInstance.ephemeral()),
+                                resources=build_resources(settings), partition_key="default")
     assert result.success
     assert all(e.passed for e in result.get_asset_check_evaluations())
     assert query(tmp_path / "analytics.duckdb", "SELECT count(*) FROM products") == [(7,)]

@@ -24,7 +24,7 @@ from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from pipelines.sensors import run_config, webhook_events_failure_sensor
 from resources.inbox import InboxResource
 from resources.settings import load_settings
-from tests.pipeline.sync_support import api_key_in_env, query
+from tests.pipeline.sync_support import api_key_in_env, query, with_orgs
 from tests.pipeline.webhook_stack import Stack, new_kol, stack  # noqa: F401 (fixture)
 from tests.receiver.conftest import SECRET, post_signed
 from tests.spec_server import SpecServer
@@ -142,7 +142,8 @@ def test_an_event_whose_kol_refetch_fails_fails_alone_is_quarantined_at_max_atte
 
     def run(event_ids: list[str]) -> dg.ExecuteInProcessResult:
         with api_key_in_env(server.api_key):
-            result = job.execute_in_process(run_config=run_config(event_ids), instance=instance, raise_on_error=False)
+            result = job.execute_in_process(run_config=run_config(event_ids), instance=with_orgs(instance),
+                                            partition_key="default", raise_on_error=False)
         assert result.success, result.get_step_failure_events()
         return result
 

@@ -150,7 +150,8 @@ def test_a_nightly_load_of_an_older_snapshot_does_not_overwrite_a_fresher_webhoo
     settings = load_settings(base_url=stack.service.base_url, data_dir=stack.data_dir, enrich_details_limit=0)
     resources = build_resources(settings)
     with api_key_in_env(stack.service.api_key):
-        lake = dg.materialize(ASSETS, selection=[dg.AssetKey(["lake", "kols"])], resources=resources, instance=stack.instance)
+        lake = dg.materialize(ASSETS, selection=[dg.AssetKey(["lake", "kols"])], resources=resources,
+                              instance=stack.instance, partition_key="default")
     assert lake.success
     stack.change(lambda conn, org: kols.update_kol(conn, org, a["id"], {"title": "Dean"}))
     stack.wait_for_events(2)
@@ -158,7 +159,7 @@ def test_a_nightly_load_of_an_older_snapshot_does_not_overwrite_a_fresher_webhoo
     with api_key_in_env(stack.service.api_key):  # the nightly load of the snapshot read before the change
         load = dg.materialize(
             ASSETS, selection=[dg.AssetKey(["warehouse", "kols"]), dg.AssetKey(["analytics"])],
-            resources=resources, instance=stack.instance,
+            resources=resources, instance=stack.instance, partition_key="default",
         )
     assert load.success
     assert stack.query(f"SELECT title FROM kols WHERE id = '{a['id']}'") == [("Dean",)]

@@ -18,10 +18,12 @@ from commops_spec.constants import EVENTS
 from pipelines.cli.webhook_subscriptions import Subscriptions
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
+from assets.partitions import ORGS
 from pipelines.sensors import webhook_events_sensor
+from resources.orgs import DEFAULT_ORG, OrgsResource
 from resources.inbox import InboxResource
 from resources.settings import load_settings
-from tests.pipeline.sync_support import api_key_in_env, query
+from tests.pipeline.sync_support import api_key_in_env, query, with_orgs
 from tests.receiver.conftest import wait_until
 from tests.service.webhook_support import free_port
 from webhook_receiver.inbox import Inbox
@@ -75,16 +77,20 @@ class Stack:
         return wait_until(lambda: (p := self.inbox.pending()) and len(p) >= count and p, timeout=timeout)
 
     def tick(self) -> dg.SensorResult:
-        context = dg.build_sensor_context(
-            instance=self.instance, definitions=self.defs, resources={"inbox": InboxResource(data_dir=str(self.data_dir))}
-        )
+        resources = {"inbox": InboxResource(data_dir=str(self.data_dir)),
+                     "orgs": OrgsResource(data_dir=str(self.data_dir), default_base_url=self.service.base_url)}
+        context = dg.build_sensor_context(instance=self.instance, definitions=self.defs, resources=resources)
         return webhook_events_sensor(context)
 
     def execute(self, request: dg.RunRequest, defs: dg.Definitions | None = None) -> dg.ExecuteInProcessResult:
         job = (defs or self.defs).resolve_job_def(APPLY_WEBHOOK_EVENTS)
+        org = request.partition_key or DEFAULT_ORG
+        if not self.instance.has_dynamic_partition(ORGS.name, org):
+            self.instance.add_dynamic_partitions(ORGS.name, [org])
         with api_key_in_env(self.service.api_key):
             return job.execute_in_process(
-                run_config=request.run_config, instance=self.instance, tags=request.tags, raise_on_error=False
+                run_config=request.run_config, instance=self.instance, tags=request.tags, partition_key=org,
+                raise_on_error=False,
             )
 
     def apply_pending(self) -> dg.ExecuteInProcessResult:
@@ -128,6 +134,6 @@ def stack(make_service, tmp_path: Path) -> Iterator[Stack]:
         settings = load_settings(base_url=service.base_url, data_dir=data_dir)
         defs = make_definitions(settings, build_resources(settings))
         with dg.DagsterInstance.ephemeral() as instance:
-            yield Stack(service, receiver, data_dir, instance, defs)
+            yield Stack(service, receiver, data_dir, with_orgs(instance), defs)
     finally:
         receiver.stop()

@@ -1,0 +1,253 @@
+"""The organizations this deployment syncs: a registry of names, service addresses and the names of
+the environment variables holding their API keys (never a key's value).
+
+Each organization is a partition (`orgs`) of the same assets: one nightly run per organization, each
+with its own API client and rate budget. The registry lives in the data directory (`orgs.json`), or
+in Postgres when `COMMOPS_ORGS_URL=postgresql://...` (a deployment with processes on several hosts).
+
+The single-organization setup is the organization `default`: COMMOPS_BASE_URL and COMMOPS_API_KEY
+(and COMMOPS_ORGANIZATION_ID, which routes webhook events to it once a second organization exists).
+A registered organization named `default` takes its place.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import dagster as dg
+
+from resources.files import atomic_write_text
+from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, checked_base_url
+
+DEFAULT_ORG = "default"
+ORGANIZATION_ID_ENV = "COMMOPS_ORGANIZATION_ID"
+ORGS_URL_ENV = "COMMOPS_ORGS_URL"
+ORGS_FILE = "orgs.json"
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ORGANIZATION_ID = re.compile(r"^org_[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True)
+class Org:
+    """One organization: its name (the partition key), its service and where its key is read from."""
+
+    name: str
+    base_url: str
+    api_key_env: str
+    organization_id: str | None = None  # org_...: routes webhook events to it
+
+    def api_key(self) -> str:
+        """The key, read from its variable at the moment it is needed; SettingsError naming it when unset."""
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise SettingsError(f"organization {self.name}: {self.api_key_env} is not set (its API key is read from it)")
+        return value
+
+
+def check_org(name: str, base_url: str, api_key_env: str, organization_id: str | None) -> Org:
+    """An Org whose every field is valid; SettingsError naming the field otherwise."""
+    if not _NAME.match(name):
+        raise SettingsError(f"organization name {name!r}: use 1-63 lower-case letters, digits, _ or -, starting "
+                            "with a letter or digit (it names a partition and a lake folder)")
+    if not _ENV_NAME.match(api_key_env):
+        raise SettingsError(f"--api-key-env {api_key_env!r} is not an environment variable name")
+    if organization_id is not None and not _ORGANIZATION_ID.match(organization_id):
+        raise SettingsError(f"--organization-id {organization_id!r}: expected the service's org_... identifier")
+    try:
+        url = checked_base_url(base_url)
+    except SettingsError as error:
+        raise SettingsError(str(error).replace(BASE_URL_ENV, "--base-url")) from None
+    return Org(name, url, api_key_env, organization_id)
+
+
+class _Store(Protocol):
+    def read(self) -> list[Org]: ...
+    def add(self, org: Org) -> None: ...
+    def remove(self, name: str) -> Org | None: ...
+
+
+class OrgRegistry:
+    """The registered organizations, plus `default` from the environment when it is configured there."""
+
+    def __init__(self, data_dir: str | Path, url: str | None = None) -> None:
+        url = url if url is not None else os.environ.get(ORGS_URL_ENV) or None
+        self.location = url or str(Path(data_dir) / ORGS_FILE)
+        self._store: _Store = _PostgresStore(url) if url else _FileStore(Path(data_dir) / ORGS_FILE)
+
+    def registered(self) -> list[Org]:
+        return self._store.read()
+
+    def all(self, environment: dict[str, str] | None = None) -> list[Org]:
+        """Every organization to sync: the registered ones, and `default` from the environment when
+        COMMOPS_BASE_URL is set there and no registered organization is named default."""
+        orgs = self.registered()
+        default = env_default_org(environment)
+        if default is not None and all(o.name != DEFAULT_ORG for o in orgs):
+            orgs = [default, *orgs]
+        return orgs
+
+    def get(self, name: str, environment: dict[str, str] | None = None) -> Org:
+        for org in self.all(environment):
+            if org.name == name:
+                return org
+        known = ", ".join(o.name for o in self.all(environment)) or "none"
+        hint = f" (set {BASE_URL_ENV} for the default organization)" if name == DEFAULT_ORG else ""
+        raise SettingsError(f"unknown organization {name!r}{hint}; known: {known} (commops orgs list)")
+
+    def add(self, org: Org) -> None:
+        """Register `org`; SettingsError when its name or organization id is taken."""
+        self._store.add(org)
+
+    def remove(self, name: str) -> Org:
+        removed = self._store.remove(name)
+        if removed is None:
+            raise SettingsError(f"organization {name!r} is not registered (commops orgs list)")
+        return removed
+
+
+def _taken(orgs: list[Org], org: Org) -> SettingsError | None:
+    if any(o.name == org.name for o in orgs):
+        return SettingsError(f"organization {org.name!r} is already registered (commops orgs remove {org.name} first)")
+    if org.organization_id and any(o.organization_id == org.organization_id for o in orgs):
+        taken = next(o.name for o in orgs if o.organization_id == org.organization_id)
+        return SettingsError(f"--organization-id {org.organization_id} is already {taken}'s")
+    return None
+
+
+def env_default_org(environment: dict[str, str] | None = None) -> Org | None:
+    """The organization `default` of the single-organization setup, or None when COMMOPS_BASE_URL is unset."""
+    env = os.environ if environment is None else environment
+    base_url = env.get(BASE_URL_ENV)
+    if not base_url:
+        return None
+    return Org(DEFAULT_ORG, base_url.rstrip("/"), API_KEY_ENV, env.get(ORGANIZATION_ID_ENV) or None)
+
+
+class _FileStore:
+    """orgs.json in the data directory, replaced atomically; changes serialized by a lock file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> list[Org]:
+        if not self.path.exists():
+            return []
+        try:
+            return [Org(**entry) for entry in json.loads(self.path.read_text())["orgs"]]
+        except (ValueError, KeyError, TypeError) as error:
+            raise SettingsError(f"{self.path} is not an organization registry ({error}): fix or remove it") from None
+
+    def add(self, org: Org) -> None:
+        with self._locked():
+            orgs = self.read()
+            if (error := _taken(orgs, org)) is not None:
+                raise error
+            self._write([*orgs, org])
+
+    def remove(self, name: str) -> Org | None:
+        with self._locked():
+            orgs = self.read()
+            found = next((o for o in orgs if o.name == name), None)
+            if found is not None:
+                self._write([o for o in orgs if o.name != name])
+            return found
+
+    def _write(self, orgs: list[Org]) -> None:
+        atomic_write_text(self.path, json.dumps({"orgs": [asdict(o) for o in orgs]}, indent=2) + "\n")
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(f".{self.path.name}.lock"), "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+
+class _PostgresStore:
+    """A table `commops_orgs` in Postgres (created when missing), for processes on several hosts."""
+
+    _TABLE = (
+        "CREATE TABLE IF NOT EXISTS commops_orgs (name TEXT PRIMARY KEY, base_url TEXT NOT NULL, "
+        "api_key_env TEXT NOT NULL, organization_id TEXT UNIQUE)"
+    )
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        try:
+            import psycopg2
+        except ImportError:
+            raise SettingsError(f"{ORGS_URL_ENV} is a Postgres URL: install the deploy extra (pip install -e '.[deploy]')") from None
+        try:
+            conn = psycopg2.connect(self.url)
+        except psycopg2.OperationalError as error:
+            raise SettingsError(f"{ORGS_URL_ENV}: cannot connect ({str(error).strip().splitlines()[0]})") from None
+        try:
+            with conn, conn.cursor() as cursor:
+                cursor.execute(self._TABLE)
+                yield cursor
+        finally:
+            conn.close()
+
+    def read(self) -> list[Org]:
+        with self._transaction() as cursor:
+            cursor.execute("SELECT name, base_url, api_key_env, organization_id FROM commops_orgs ORDER BY name")
+            return [Org(*row) for row in cursor.fetchall()]
+
+    def add(self, org: Org) -> None:
+        with self._transaction() as cursor:
+            cursor.execute("LOCK TABLE commops_orgs IN EXCLUSIVE MODE")
+            cursor.execute("SELECT name, base_url, api_key_env, organization_id FROM commops_orgs")
+            if (error := _taken([Org(*row) for row in cursor.fetchall()], org)) is not None:
+                raise error
+            cursor.execute("INSERT INTO commops_orgs VALUES (%s, %s, %s, %s)",
+                           (org.name, org.base_url, org.api_key_env, org.organization_id))
+
+    def remove(self, name: str) -> Org | None:
+        with self._transaction() as cursor:
+            cursor.execute("DELETE FROM commops_orgs WHERE name = %s RETURNING name, base_url, api_key_env, organization_id",
+                           (name,))
+            row = cursor.fetchone()
+            return None if row is None else Org(*row)
+
+
+class OrgsResource(dg.ConfigurableResource):
+    """The registry as a Dagster resource: which organization a run's partition names, and every
+    organization (for the sensors). The default organization exists when its address is configured: the
+    same address the API resource uses (`default_base_url`, else COMMOPS_BASE_URL)."""
+
+    data_dir: str
+    url: str | None = None  # COMMOPS_ORGS_URL (Postgres); None: orgs.json in the data directory
+    default_base_url: str | None = None
+
+    @property
+    def registry(self) -> OrgRegistry:
+        return OrgRegistry(self.data_dir, self.url)
+
+    def all(self) -> list[Org]:
+        environment = dict(os.environ)
+        if self.default_base_url:
+            environment[BASE_URL_ENV] = self.default_base_url
+        return self.registry.all(environment)
+
+    def registered(self, name: str) -> Org | None:
+        """The registered organization `name`, or None for `default` when it is the environment's
+        (COMMOPS_BASE_URL / COMMOPS_API_KEY, the API resource's own); dg.Failure for an unknown name."""
+        for org in self.registry.registered():
+            if org.name == name:
+                return org
+        if name == DEFAULT_ORG:
+            return None
+        raise dg.Failure(f"unknown organization {name!r}: register it with commops orgs add {name} --base-url ... "
+                         "--api-key-env ... (partitions left from a removed organization cannot run)")
