@@ -3,13 +3,16 @@ Postgres (deploy/dagster.yaml), the code location served by `dagster api grpc` i
 `dagster-daemon run` in another, both reaching it through deploy/workspace.yaml; a real service
 delivering signed webhooks to a real receiver whose inbox the daemon's sensor reads.
 
-One deployment per module (the processes take seconds to start). The test's dagster.yaml is
-deploy/dagster.yaml with the daemon's polling shortened (TEST_OVERRIDES), nothing else changed.
+One deployment per module (the processes take seconds to start). The processes are started with
+deploy/Procfile's command lines; the test's dagster.yaml is deploy/dagster.yaml with the daemon's
+polling shortened (TEST_OVERRIDES), nothing else changed.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
 import uuid
 from collections.abc import Iterator
@@ -51,6 +54,14 @@ def deploy_config(overrides: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def procfile_command(name: str, env: dict[str, str]) -> list[str]:
+    """deploy/Procfile's `name:` command line, its $VARIABLES taken from `env`, split as a shell would."""
+    for line in (DEPLOY / "Procfile").read_text().splitlines():
+        if line.startswith(f"{name}:"):
+            return shlex.split(re.sub(r"\$\{?(\w+)\}?", lambda match: env[match.group(1)], line.split(":", 1)[1]))
+    raise KeyError(f"deploy/Procfile has no {name!r} process")
+
+
 def _merge(into: dict[str, Any], overrides: dict[str, Any]) -> None:
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(into.get(key), dict):
@@ -79,7 +90,7 @@ class Deployment:
         import subprocess
 
         run_id = str(uuid.uuid4())
-        command = [str(BIN / "dagster"), "job", "launch", "-w", str(DEPLOY / "workspace.yaml"), "-j", job_name, "--run-id", run_id]
+        command = ["dagster", "job", "launch", "-w", "deploy/workspace.yaml", "-j", job_name, "--run-id", run_id]
         done = subprocess.run(command, cwd=REPO, env=self.env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, f"dagster job launch failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         return run_id
@@ -117,6 +128,7 @@ def deployment(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactor
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_"))}
     env = {
         **base_env,
+        "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
         "DAGSTER_HOME": str(home),
         "DAGSTER_POSTGRES_URL": postgres_url,
         "COMMOPS_CODE_SERVER_HOST": "127.0.0.1",
@@ -129,11 +141,11 @@ def deployment(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactor
             subscriptions.register(receiver.url, list(EVENTS), receiver.settings.secrets_file)
         # The code location is the one process holding the service's address, its key and the data dir.
         code_env = {**env, "COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key, "COMMOPS_DATA_DIR": str(data_dir)}
-        grpc = [str(BIN / "dagster"), "api", "grpc", "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)]
-        with pytest.MonkeyPatch.context() as patch, running_process(grpc, code_env, root / "code_server.log") as code_server:
+        with pytest.MonkeyPatch.context() as patch, \
+                running_process(procfile_command("code", code_env), code_env, root / "code_server.log") as code_server:
             patch.setenv("DAGSTER_POSTGRES_URL", postgres_url)  # this process's instance reads the same file
             _wait_for_code_server(code_server, root / "code_server.log")
-            with running_process([str(BIN / "dagster-daemon"), "run", "-w", str(DEPLOY / "workspace.yaml")], env, root / "daemon.log") as daemon, \
+            with running_process(procfile_command("daemon", env), env, root / "daemon.log") as daemon, \
                     dg.DagsterInstance.from_config(str(home)) as instance:
                 defs = make_definitions(load_settings(base_url=service.base_url, data_dir=data_dir))
                 stack = Stack(service, receiver, data_dir, instance, defs)
