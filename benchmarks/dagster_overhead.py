@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -39,7 +40,7 @@ from pipelines.daemon_process import REPO, running_process  # noqa: E402
 from pipelines.definitions import make_definitions  # noqa: E402
 from pipelines.jobs import NIGHTLY_SYNC  # noqa: E402
 from resources.settings import load_settings  # noqa: E402
-from tests.deploy.conftest import BIN, deploy_config, procfile_command  # noqa: E402
+from tests.deploy.conftest import deploy_config, deployment_env, procfile_command, wait_for_code_server  # noqa: E402
 from tests.pipeline.conftest import start_service  # noqa: E402
 from tests.pipeline.sync_support import api_key_in_env  # noqa: E402
 from tests.postgres import running_postgres  # noqa: E402
@@ -62,7 +63,7 @@ def main() -> None:
         root = Path(tmp)
         service = start_service(root / "service", kols=args.kols, campaigns=args.kols // 20, products=20, signals=args.kols)
         stack.callback(service.server.stop)
-        homes = {name: home(root / name, postgres.create_database("dagster") if name == "postgres" else None) for name in STORAGES}
+        homes = {name: make_home(root / name, postgres.create_database("dagster") if name == "postgres" else None) for name in STORAGES}
         os.environ["DAGSTER_POSTGRES_URL"] = homes["postgres"].postgres_url  # this process's instances read it too
         print(f"service: {args.kols} KOLs; Postgres {postgres.bin_dir.parent.name} on 127.0.0.1 (fsync off)")
 
@@ -74,15 +75,17 @@ def main() -> None:
         report("deployed (dagster job launch -> queue -> daemon -> code server -> run worker process)", deployed)
 
 
+@dataclass(frozen=True)
 class Home:
-    def __init__(self, path: Path, postgres_url: str | None):
-        self.path, self.postgres_url, self.data_dir = path, postgres_url, path.parent / f"{path.name}-data"
+    path: Path  # DAGSTER_HOME
+    postgres_url: str | None  # None: SQLite
 
-    def env(self) -> dict[str, str]:
-        return {"DAGSTER_POSTGRES_URL": self.postgres_url} if self.postgres_url else {}
+    @property
+    def data_dir(self) -> Path:
+        return self.path.parent / f"{self.path.name}-data"
 
 
-def home(path: Path, postgres_url: str | None) -> Home:
+def make_home(path: Path, postgres_url: str | None) -> Home:
     """A DAGSTER_HOME with deploy/dagster.yaml, on Postgres or (without its storage block) on SQLite."""
     path.mkdir(parents=True)
     config = deploy_config(QUEUE)
@@ -111,20 +114,12 @@ class Deployed:
 
     def __enter__(self) -> "Deployed":
         port = free_port()
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_"))},
-            **self.home.env(),
-            "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
-            "DAGSTER_HOME": str(self.home.path),
-            "COMMOPS_CODE_SERVER_HOST": "127.0.0.1",
-            "COMMOPS_CODE_SERVER_PORT": str(port),
-        }
+        self.env = deployment_env(self.home.path, port, self.home.postgres_url)
         code_env = {**self.env, "COMMOPS_BASE_URL": self.service.base_url, "COMMOPS_API_KEY": self.service.api_key,
                     "COMMOPS_DATA_DIR": str(self.home.data_dir), "COMMOPS_ENRICH_DETAILS_LIMIT": "0"}
         code = [part.replace("pipelines.definitions", "benchmarks.overhead_location") for part in procfile_command("code", code_env)]
         log = self.home.path / "code_server.log"
-        self.stack.enter_context(running_process(code, code_env, log))
-        wait_until(lambda: "Started Dagster code server" in log.read_text(errors="replace"), timeout=120, interval=0.2, what="the code server")
+        wait_for_code_server(self.stack.enter_context(running_process(code, code_env, log)), log)
         self.workspace = self.home.path / "workspace.yaml"
         self.workspace.write_text((REPO / "deploy" / "workspace.yaml").read_text().replace("pipelines.definitions", "benchmarks.overhead_location"))
         daemon = ["dagster-daemon", "run", "-w", str(self.workspace)]

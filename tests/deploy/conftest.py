@@ -125,15 +125,7 @@ def deployment(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactor
     (home / "dagster.yaml").write_text(yaml.safe_dump(deploy_config(TEST_OVERRIDES), sort_keys=False))
     data_dir = root / "data"
     port = free_port()
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_"))}
-    env = {
-        **base_env,
-        "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
-        "DAGSTER_HOME": str(home),
-        "DAGSTER_POSTGRES_URL": postgres_url,
-        "COMMOPS_CODE_SERVER_HOST": "127.0.0.1",
-        "COMMOPS_CODE_SERVER_PORT": str(port),
-    }
+    env = deployment_env(home, port, postgres_url)
     service = start_service(root / "service", **SEED, webhook_smtp_port=free_port(), **WEBHOOK_SETTINGS)
     receiver = ReceiverServer(ReceiverSettings(webhook_secrets="", data_dir=data_dir)).start()
     try:
@@ -144,7 +136,7 @@ def deployment(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactor
         with pytest.MonkeyPatch.context() as patch, \
                 running_process(procfile_command("code", code_env), code_env, root / "code_server.log") as code_server:
             patch.setenv("DAGSTER_POSTGRES_URL", postgres_url)  # this process's instance reads the same file
-            _wait_for_code_server(code_server, root / "code_server.log")
+            wait_for_code_server(code_server, root / "code_server.log")
             with running_process(procfile_command("daemon", env), env, root / "daemon.log") as daemon, \
                     dg.DagsterInstance.from_config(str(home)) as instance:
                 defs = make_definitions(load_settings(base_url=service.base_url, data_dir=data_dir))
@@ -155,7 +147,21 @@ def deployment(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactor
         service.server.stop()
 
 
-def _wait_for_code_server(process: Any, log: Path) -> None:
+def deployment_env(home: Path, code_server_port: int, postgres_url: str | None) -> dict[str, str]:
+    """What every Dagster process of a deployment is given: this environment without COMMOPS_* and
+    DAGSTER_* variables, plus DAGSTER_HOME, DAGSTER_POSTGRES_URL and the code server's address."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_"))}
+    return {
+        **base,
+        **({"DAGSTER_POSTGRES_URL": postgres_url} if postgres_url else {}),
+        "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
+        "DAGSTER_HOME": str(home),
+        "COMMOPS_CODE_SERVER_HOST": "127.0.0.1",
+        "COMMOPS_CODE_SERVER_PORT": str(code_server_port),
+    }
+
+
+def wait_for_code_server(process: Any, log: Path) -> None:
     def serving() -> bool:
         assert process.poll() is None, f"the code server exited ({process.returncode}):\n{log.read_text()[-3000:]}"
         return "Started Dagster code server" in log.read_text(errors="replace")
