@@ -1,4 +1,5 @@
-"""Start `dagster-daemon run` on this repo's code location as a child process (tests, benchmarks).
+"""Start `dagster-daemon run` on this repo's code location as a child process (tests, benchmarks),
+and any other long-lived Dagster process (`running_process`: a code server, a webserver).
 
 The daemon evaluates webhook_events_sensor and launches apply_webhook_events runs (each in its own
 process) exactly as `dagster dev` does, without the UI.
@@ -33,9 +34,16 @@ def running_daemon(dagster_home: Path, env: dict[str, str], log: Path) -> Iterat
         "DAGSTER_HOME": str(dagster_home),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
+    with running_process([str(daemon), "run", "-w", str(REPO / "workspace.yaml")], full_env, log) as process:
+        yield process
+
+
+@contextmanager
+def running_process(command: list[str], env: dict[str, str], log: Path, cwd: Path = REPO) -> Iterator[subprocess.Popen]:
+    """`command` in a process group of its own, output appended to `log`; on exit the whole group
+    (the process and its children, e.g. a code server's run workers) gets SIGTERM, then SIGKILL."""
     with open(log, "ab") as out:
-        process = start_group([str(daemon), "run", "-w", str(REPO / "workspace.yaml")],
-                              cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+        process = start_group(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         yield process
     finally:
