@@ -29,13 +29,14 @@ from pipelines.cli.daemon_process import REPO, running_process
 from pipelines.definitions import make_definitions
 from resources.settings import load_settings
 from tests.pipeline.conftest import RunningService, start_service
+from tests.pipeline.sync_support import with_orgs
 from tests.pipeline.webhook_stack import WEBHOOK_SETTINGS, Stack
 from tests.postgres import PostgresServer
 from tests.service.webhook_support import free_port
 from tests.waiting import wait_until
 from webhook_receiver.server import ReceiverServer
 from webhook_receiver.settings import ReceiverSettings
-from webhook_receiver.subscriptions import Subscriptions
+from pipelines.cli.webhook_subscriptions import Subscriptions
 
 DEPLOY = REPO / "deploy"
 BIN = Path(sys.executable).parent
@@ -85,12 +86,15 @@ class Deployment:
     def instance(self) -> dg.DagsterInstance:
         return self.stack.instance
 
-    def launch(self, job_name: str) -> str:
-        """`dagster job launch` against deploy/workspace.yaml, as an operator runs a job by hand; the run id."""
+    def launch(self, job_name: str, org: str = "default") -> str:
+        """`dagster job launch` of one organization's partition against deploy/workspace.yaml, as an operator
+        runs a job by hand; the run id."""
+        import json
         import subprocess
 
         run_id = str(uuid.uuid4())
-        command = ["dagster", "job", "launch", "-w", "deploy/workspace.yaml", "-j", job_name, "--run-id", run_id]
+        command = ["dagster", "job", "launch", "-w", "deploy/workspace.yaml", "-j", job_name, "--run-id", run_id,
+                   "--tags", json.dumps({"dagster/partition": org})]
         done = subprocess.run(command, cwd=REPO, env=self.env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, f"dagster job launch failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         return run_id
@@ -140,7 +144,7 @@ def deployment(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactor
             with running_process(procfile_command("daemon", env), env, root / "daemon.log") as daemon, \
                     dg.DagsterInstance.from_config(str(home)) as instance:
                 defs = make_definitions(load_settings(base_url=service.base_url, data_dir=data_dir))
-                stack = Stack(service, receiver, data_dir, instance, defs)
+                stack = Stack(service, receiver, data_dir, with_orgs(instance), defs)
                 yield Deployment(postgres, database, home, env, stack, code_server, daemon, root)
     finally:
         receiver.stop()
