@@ -1,5 +1,5 @@
 """The `commops` command: `commops service ...` administers the local service,
-`commops sync` runs the nightly job in-process, `commops demo` does both end to end,
+`commops sync` runs the nightly job in-process (`commops orgs` names the organizations it syncs), `commops demo` does both end to end,
 `commops receiver run` receives webhooks into the inbox, `commops webhooks ...` manages them,
 `commops events apply` applies the inbox's pending events in-process, `commops reconcile` reconciles
 the KOLs with the CRM, `commops crm sandbox` serves a local Salesforce stand-in."""
@@ -13,6 +13,7 @@ import click
 from pipelines.cli.crm_command import crm, reconcile
 from pipelines.cli.events_command import events
 from pipelines.cli.local_commands import demo, ui
+from pipelines.cli.orgs_command import orgs
 from pipelines.cli.sync_command import sync
 from pipelines.cli.webhooks_command import webhooks
 from service.cli import service
@@ -46,6 +47,7 @@ def main() -> None:
 
 main.add_command(service)
 main.add_command(sync)
+main.add_command(orgs)
 main.add_command(demo)
 main.add_command(ui)
 main.add_command(receiver)

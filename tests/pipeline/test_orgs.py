@@ -1,0 +1,253 @@
+"""Many organizations, one asset set (issue 20): `commops orgs`, `commops sync --all`, isolation,
+webhook routing by organization, and a single-organization data directory adopted in place."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import httpx
+import pytest
+
+from assets.catalog import CATALOG, KOLS
+from tests.pipeline.sync_support import api_items, query, sync, table_rows
+from tests.pipeline.test_api_client_support import add_kols
+from tests.receiver.conftest import SECRET, make_receiver, post_signed  # noqa: F401 (fixture)
+from tests.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def commops(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    full = {**{k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_"))}, **env,
+            "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=full, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def one_line(result: subprocess.CompletedProcess, code: int = 1) -> str:
+    assert result.returncode == code, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+# -- commops orgs -----------------------------------------------------------------------------------
+
+
+def test_orgs_add_list_remove_and_bad_input_get_one_line(tmp_path):
+    data = str(tmp_path / "data")
+    env = {"ACME_KEY": "k-acme", "BETA_KEY": "k-beta"}
+    added = commops("orgs", "add", "acme", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "ACME_KEY",
+                    "--organization-id", "org_acme", "--data-dir", data, env=env)
+    assert added.returncode == 0, added.stderr
+    assert "organization acme added" in added.stdout and "k-acme" not in added.stdout + added.stderr
+    assert commops("orgs", "add", "beta", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "BETA_KEY",
+                   "--data-dir", data, env=env).returncode == 0
+
+    listed = commops("orgs", "list", "--data-dir", data, env={**env, "COMMOPS_BASE_URL": "http://127.0.0.1:8/v1"})
+    assert listed.returncode == 0, listed.stderr
+    for text in ("default", "acme", "beta", "ACME_KEY (set)", "org_acme", "environment (COMMOPS_BASE_URL)"):
+        assert text in listed.stdout
+    assert "k-acme" not in listed.stdout
+    registry = (tmp_path / "data" / "orgs.json").read_text()
+    assert "ACME_KEY" in registry and "k-acme" not in registry  # a variable's name, never a key
+
+    duplicate = one_line(commops("orgs", "add", "acme", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env",
+                                 "ACME_KEY", "--data-dir", data, env=env))
+    assert duplicate == "commops orgs add failed: organization 'acme' is already registered (commops orgs remove acme first)"
+    unset = one_line(commops("orgs", "add", "gamma", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env",
+                             "GAMMA_KEY", "--data-dir", data, env=env))
+    assert unset.startswith("commops orgs add failed: GAMMA_KEY is not set: export GAMMA_KEY=")
+    bad_name = one_line(commops("orgs", "add", "Gamma Corp", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env",
+                                "ACME_KEY", "--data-dir", data, env=env))
+    assert "organization name 'Gamma Corp'" in bad_name
+    no_version = one_line(commops("orgs", "add", "gamma", "--base-url", "http://127.0.0.1:9", "--api-key-env",
+                                  "ACME_KEY", "--data-dir", data, env=env))
+    assert "--base-url=http://127.0.0.1:9 lacks the version segment" in no_version
+    taken_id = one_line(commops("orgs", "add", "gamma", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env",
+                                "ACME_KEY", "--organization-id", "org_acme", "--data-dir", data, env=env))
+    assert taken_id.endswith("--organization-id org_acme is already acme's")
+
+    assert commops("orgs", "remove", "beta", "--data-dir", data, env=env).returncode == 0
+    gone = one_line(commops("orgs", "remove", "beta", "--data-dir", data, env=env))
+    assert gone == "commops orgs remove failed: organization 'beta' is not registered (commops orgs list)"
+    unknown = one_line(commops("sync", "--org", "beta", "--data-dir", data, env=env))
+    assert "unknown organization 'beta'" in unknown and "known: acme" in unknown
+
+
+# -- two organizations, two servers ---------------------------------------------------------------
+
+
+@pytest.fixture
+def two_orgs(make_service, tmp_path):
+    """Organizations acme and beta, each on its own service, registered in a fresh data directory."""
+    acme = make_service(kols=230, campaigns=6, products=5, signals=25, random_seed=1)
+    beta = make_service(kols=140, campaigns=4, products=3, signals=15, random_seed=2)
+    data = tmp_path / "data"
+    env = {"ACME_KEY": acme.api_key, "BETA_KEY": beta.api_key, "COMMOPS_DATA_DIR": str(data)}
+    for name, service in (("acme", acme), ("beta", beta)):
+        result = commops("orgs", "add", name, "--base-url", service.base_url, "--api-key-env", f"{name.upper()}_KEY",
+                         "--organization-id", service.org_id, env=env)
+        assert result.returncode == 0, result.stderr
+    return {"acme": acme, "beta": beta}, data, env
+
+
+def assert_org_tables_equal_their_servers(data: Path, services: dict[str, Any]) -> None:
+    db = data / "analytics.duckdb"
+    for spec in CATALOG:
+        owners = dict(query(db, f"SELECT id, org FROM {spec.table}"))
+        for org, service in services.items():
+            items = api_items(service, spec)
+            mine = {item_id for item_id, owner in owners.items() if owner == org}
+            assert mine == set(items), f"{spec.table} of {org}: {len(set(items) - mine)} missing, {len(mine - set(items))} not its own"
+        assert set(owners.values()) <= set(services), f"{spec.table}: rows of no organization"
+    assert query(db, "SELECT org, count(*) FROM product_market_status GROUP BY org ORDER BY org")  # children carry org too
+
+
+def test_sync_all_lands_every_organization_from_its_own_server_and_no_row_crosses(two_orgs):
+    services, data, env = two_orgs
+    result = commops("sync", "--all", "--max-parallel", "2", "--enrich-limit", "0", env=env)
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    assert "acme: landed" in result.stdout and "beta: landed" in result.stdout
+    assert_org_tables_equal_their_servers(data, services)
+    for org in services:
+        assert (data / "lake" / f"org={org}" / "kols").is_dir()
+    history = query(data / "analytics.duckdb", "SELECT org, count(*) FROM kols_history GROUP BY org ORDER BY org")
+    assert history == [("acme", 230), ("beta", 140)]
+
+
+def test_an_organization_whose_key_is_revoked_mid_run_fails_alone_naming_its_key_variable(two_orgs):
+    from service import admin
+
+    services, data, env = two_orgs
+    services["acme"].server.stop()  # acme's service slowed: its run is still paging when its key is revoked
+    slow = services["acme"].settings.model_copy(update={"fault_slow_rate": 1.0, "fault_slow_seconds": 0.4})
+    from service.server import ServiceServer
+
+    server = ServiceServer(slow).start()
+    try:
+        commops("orgs", "remove", "acme", env=env)
+        commops("orgs", "add", "acme", "--base-url", server.base_url, "--api-key-env", "ACME_KEY",
+                "--organization-id", services["acme"].org_id, env=env)
+        staging = data / "lake" / ".staging"
+
+        key_id = next(k["id"] for k in admin.list_keys(services["acme"].db_path)
+                      if services["acme"].api_key.startswith(k["key_prefix"]))
+        revoked: list[str] = []
+
+        def revoke_when_acme_pages() -> None:
+            wait_until(lambda: staging.is_dir() and any(staging.glob("acme.kols-*")), 120, 0.05, what="acme to page")
+            revoked.append(admin.revoke_key(services["acme"].db_path, key_id))
+
+        revoker = threading.Thread(target=revoke_when_acme_pages)
+        revoker.start()
+        result = commops("sync", "--all", "--max-parallel", "2", "--enrich-limit", "0", env=env)
+        revoker.join(timeout=130)
+        assert revoked == [key_id], "the key was not revoked while acme's run paged"
+    finally:
+        server.stop()
+    assert result.returncode == 1, f"{result.stdout}\n{result.stderr}"
+    assert "beta: landed" in result.stdout
+    failed = next(line for line in result.stdout.splitlines() if "acme: FAILED" in line)
+    assert "API key rejected (401)" in failed and failed.endswith("check ACME_KEY"), failed
+    assert services["acme"].api_key not in result.stdout + result.stderr
+    db = data / "analytics.duckdb"
+    assert query(db, "SELECT DISTINCT org FROM kols") == [("beta",)]  # acme landed nothing, beta everything
+    assert_org_tables_equal_their_servers(data, {"beta": services["beta"]})
+
+
+def test_webhook_events_land_in_their_organization_and_an_unknown_organizations_are_quarantined(two_orgs, make_receiver):
+    from pipelines.cli.events_command import run_apply
+
+    services, data, env = two_orgs
+    assert commops("sync", "--all", "--enrich-limit", "0", env=env).returncode == 0
+    receiver = make_receiver(data_dir=data)
+    created = {org: add_kols(service, 1)[0] for org, service in services.items()}
+    events = [{"id": f"wh_evt_{org}", "event": "kol.created", "created_at": "2026-11-22T10:00:00Z",
+               "data": {"id": kol_id}, "organization_id": services[org].org_id} for org, kol_id in created.items()]
+    stranger = {"id": "wh_evt_stranger", "event": "kol.created", "created_at": "2026-11-22T10:00:00Z",
+                "data": {"id": created["acme"]}, "organization_id": "org_nobody"}
+    with httpx.Client(timeout=10) as client:
+        for event in [*events, stranger]:
+            assert post_signed(client, receiver.url, event, SECRET).status_code == 200
+
+    previous = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        import dagster as dg
+
+        summary = run_apply(data_dir=str(data), instance=dg.DagsterInstance.ephemeral())
+    finally:
+        for k, v in previous.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    db = data / "analytics.duckdb"
+    for org, kol_id in created.items():
+        assert query(db, f"SELECT org FROM kols WHERE id = '{kol_id}'") == [(org,)]
+    assert query(db, "SELECT id, org, status FROM webhook_events ORDER BY id") == [
+        ("wh_evt_acme", "acme", "applied"), ("wh_evt_beta", "beta", "applied")]
+    assert "wh_evt_stranger" in summary.quarantined
+    status = commops("events", "status", "--data-dir", str(data), env=env)
+    assert "wh_evt_stranger" in status.stdout and "organization org_nobody is not registered" in status.stdout
+
+
+# -- a data directory from before organizations -----------------------------------------------------
+
+
+def _as_before_organizations(data: Path) -> None:
+    """Rewrite a synced data directory as a sync before this change left it: lake/<resource>/snapshot_date=*,
+    tables without the org column keyed by id alone (dated a day earlier, so both snapshots stay)."""
+    lake = data / "lake"
+    for resource in (lake / "org=default").iterdir():
+        for snapshot in resource.iterdir():
+            target = lake / resource.name / "snapshot_date=2026-01-01"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            snapshot.rename(target)
+    (lake / "org=default").rename(lake / ".gone")
+    conn = duckdb.connect(str(data / "warehouse.duckdb"))
+    try:
+        for (table,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall():
+            conn.execute(f"CREATE TABLE _old AS SELECT * EXCLUDE (org) FROM {table}")
+            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"ALTER TABLE _old RENAME TO {table}")
+        conn.execute("DROP VIEW IF EXISTS kols_history")
+    finally:
+        conn.close()
+
+
+def test_a_single_organization_data_directory_is_adopted_on_the_first_run_and_loses_nothing(make_service, tmp_path):
+    service = make_service(kols=120, campaigns=4, products=3, signals=10)
+    data = tmp_path / "data"
+    sync(service, data)
+    _as_before_organizations(data)
+    before = {spec.table: set(table_rows(data / "warehouse.duckdb", spec.table)) for spec in CATALOG}
+    gone = sorted(before["kols"])[:3]
+    conn = service.connect()  # rows the service no longer has (a delete no API offers): the warehouse keeps them
+    with conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute(f"DELETE FROM kols WHERE id IN ({', '.join('?' * len(gone))})", gone)
+    conn.close()
+
+    summary = sync(service, data)
+
+    assert summary.failed_checks == []
+    db = data / "analytics.duckdb"
+    for spec in CATALOG:
+        rows = query(db, f"SELECT id, org FROM {spec.table}")
+        assert {i for i, _ in rows} >= before[spec.table], f"{spec.table}: rows lost in the adoption"
+        assert {org for _, org in rows} == {"default"}
+    assert set(gone) <= {i for (i,) in query(db, "SELECT id FROM kols")}
+    dates = query(db, "SELECT DISTINCT snapshot_date::VARCHAR, org FROM kols_history ORDER BY 1")
+    assert dates == [("2026-01-01", "default"), (summary.snapshot_date, "default")]
+    assert not (data / "lake" / KOLS.name).exists() and (data / "lake" / "org=default" / KOLS.name).is_dir()
+    pk = query(db, "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = 'kols' "
+                   "AND constraint_type = 'PRIMARY KEY'")
+    assert pk == [(["org", "id"],)]
