@@ -9,16 +9,6 @@ exec, so it is the child's real peak resident set.
 
 from __future__ import annotations
 
-import resource
-from pathlib import Path
+from pipelines.cli.processes import peak_rss_mb as own_peak_rss_mb
 
-
-def own_peak_rss_mb() -> float:
-    """This process's peak resident set since exec (VmHWM), in MB; ru_maxrss where /proc is missing."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+__all__ = ["own_peak_rss_mb"]

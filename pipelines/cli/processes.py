@@ -21,6 +21,20 @@ from typing import Any
 GRACE_SECONDS = 20.0
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident set since exec (VmHWM), in MB; ru_maxrss where /proc is missing.
+    (ru_maxrss of a child started with vfork counts its parent's memory before exec: benchmarks/memory.py)"""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM was received."""
 

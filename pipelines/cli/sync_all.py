@@ -34,7 +34,7 @@ class OrgOutcome:
 
 
 def sync_all(max_parallel: int, *, snapshot_date: str | None, base_url: str | None, api_key_env: str,
-             data_dir: str | None, enrich_limit: int | None) -> int:
+             data_dir: str | None, enrich_limit: int | None, summary_json: str | None = None) -> int:
     try:
         settings = load_settings(base_url=base_url, data_dir=data_dir)
         environment = dict(os.environ, **({"COMMOPS_BASE_URL": base_url} if base_url else {}))
@@ -53,6 +53,8 @@ def sync_all(max_parallel: int, *, snapshot_date: str | None, base_url: str | No
             ThreadPoolExecutor(max_workers=max_parallel) as pool:
         outcomes = list(pool.map(lambda org: _sync_one(org, options, Path(scratch)), orgs))
     _print_table(outcomes)
+    if summary_json:
+        Path(summary_json).write_text(json.dumps([o.record or {"org": o.org, "error": o.line} for o in outcomes]))
     failed = [o for o in outcomes if o.exit_code not in (0, 2)]
     if failed:
         click.echo(f"commops sync --all: {len(failed)} of {len(outcomes)} organization(s) failed: "
@@ -81,11 +83,12 @@ def _sync_one(org: str, options: list[str], scratch: Path) -> OrgOutcome:
 
 def _print_table(outcomes: list[OrgOutcome]) -> None:
     table = Table(title="commops sync --all")
-    for column in ("organization", "result", "KOLs", "campaigns", "products", "signals", "seconds"):
+    for column in ("organization", "result", "KOLs", "campaigns", "products", "signals", "seconds", "peak RSS MB"):
         table.add_column(column, justify="left" if column in ("organization", "result") else "right")
     for o in outcomes:
         rows = (o.record or {}).get("rows", {})
         result = {0: "landed", 2: "landed, checks failed"}.get(o.exit_code, o.line)
         table.add_row(o.org, result, *(f"{rows[f'warehouse/{t}']:,}" if rows.get(f"warehouse/{t}") is not None else "-"
-                                       for t in ("kols", "campaigns", "products", "signals")), f"{o.seconds:.1f}")
+                                       for t in ("kols", "campaigns", "products", "signals")), f"{o.seconds:.1f}",
+                      f"{o.record['peak_rss_mb']:.0f}" if o.record else "-")
     Console(width=None if sys.stdout.isatty() else 200).print(table)

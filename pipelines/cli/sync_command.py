@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines.cli.command_checks import fail
+from pipelines.cli.processes import peak_rss_mb
 from pipelines.cli.sync import SyncError, run_sync
 from pipelines.cli.sync_all import sync_all
 from resources.orgs import DEFAULT_ORG
@@ -80,7 +81,7 @@ def sync(org, all_orgs, max_parallel, snapshot_date, base_url, api_key_env, data
         fail("sync", "--org and --all exclude each other: one organization, or every one", 2)
     if all_orgs:
         sys.exit(sync_all(max_parallel, snapshot_date=snapshot_date, base_url=base_url, api_key_env=api_key_env,
-                          data_dir=data_dir, enrich_limit=enrich_limit))
+                          data_dir=data_dir, enrich_limit=enrich_limit, summary_json=summary_json))
     run_and_report(
         "sync",
         snapshot_date=snapshot_date,
@@ -119,4 +120,4 @@ def summary_record(summary) -> dict:
     """What `sync --all` reports of one organization's run."""
     rows = {a.asset: a.rows for a in summary.assets if a.asset.startswith("warehouse/")}
     return {"org": summary.org, "run_id": summary.run_id, "seconds": summary.duration_seconds,
-            "failed_checks": summary.failed_checks, "rows": rows}
+            "failed_checks": summary.failed_checks, "rows": rows, "peak_rss_mb": round(peak_rss_mb(), 1)}

@@ -171,15 +171,17 @@ def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_s
     assert sensor.minimum_interval_seconds == 5 and sensor.default_status == dg.DefaultSensorStatus.RUNNING
 
 
-def test_dagster_yaml_limits_the_warehouse_pool_to_one_step(tmp_path):
+def test_dagster_yaml_caps_the_warehouse_pool_at_the_runs_limit_and_runs_one_run_per_organization(tmp_path):
     import shutil
     from pathlib import Path
 
     shutil.copy(Path(__file__).parents[2] / "dagster.yaml", tmp_path / "dagster.yaml")
     instance = dg.DagsterInstance.from_config(str(tmp_path))
     try:
-        pool_config = instance.get_concurrency_config().pool_config
-        assert pool_config.default_pool_limit == 1
+        config = instance.get_concurrency_config()
+        assert config.pool_config.default_pool_limit == config.run_queue_config.max_concurrent_runs == 4
+        (limit,) = config.run_queue_config.tag_concurrency_limits
+        assert limit == {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
     finally:
         instance.dispose()
 
