@@ -58,6 +58,9 @@ class ResourceSpec:
     # The version of a row, compared field by field (a NULL on either side defers to the next field):
     # merges keep the newer version. FETCHED_AT (when this process received the row) is the last word.
     version: tuple[str, ...] = (FETCHED_AT,)
+    # Fields recording when a row was received rather than what it says: an unchanged row brought again
+    # differs only in them, and is left in place (resources/warehouse.py, the row digest).
+    observed: tuple[str, ...] = (FETCHED_AT,)
     required: tuple[str, ...] = ("id",)  # fields the spec guarantees; every other field may be absent
     enums: dict[str, tuple[str, ...]] = field(default_factory=dict)  # SQL expression -> allowed values
     # SQL expression over the table aliased `t` yielding referenced product ids, one per row (unnest)
@@ -188,6 +191,7 @@ KOL_DETAILS = ResourceSpec(
     ),
     sort=None,
     version=("updated_at", "enriched_at"),
+    observed=("enriched_at", FETCHED_AT),
     required=("id", "updated_at", "enriched_at"),
 )
 # Detail fields already stored in `kols` (list shape), so not unknown: not copied to _extra.
