@@ -23,8 +23,8 @@ from resources.commops_api import ListSource
 class ChildTable:
     """A flattened child table rebuilt for the parent ids each merge touches.
 
-    `select_sql` selects the child rows from the parent table aliased `p`, restricted by the
-    caller to the merged ids; `columns` are (name, DuckDB type, comment).
+    `select_sql` selects the child rows from `{parents}`, the parent rows the caller gives (those a
+    merge wrote), aliased `p`; `columns` are (name, DuckDB type, comment).
     """
 
     name: str
@@ -141,7 +141,7 @@ PRODUCTS = ResourceSpec(
             ),
             select_sql=(
                 "SELECT p.id, e.key, e.value.status, e.value.clearance_number, e.value.ce_mark "
-                "FROM products p, unnest(map_entries(p.market_status)) AS u(e)"
+                "FROM {parents} p, unnest(map_entries(p.market_status)) AS u(e)"
             ),
         ),
     ),
@@ -170,7 +170,7 @@ SIGNALS = ResourceSpec(
             ),
             select_sql=(
                 "SELECT p.id, r.product_id, r.product_name, r.relevance_type, r.relevance_score "
-                "FROM signals p, unnest(p.product_relevance) AS u(r)"
+                "FROM {parents} p, unnest(p.product_relevance) AS u(r)"
             ),
         ),
     ),

@@ -53,7 +53,7 @@ class ChildSpec(Protocol):
     name: str
     description: str
     columns: tuple[tuple[str, str, str], ...]  # (name, DuckDB type, comment); the first is the parent's id
-    select_sql: str  # child rows selected from the parent table aliased `p`
+    select_sql: str  # child rows selected from `{parents}` (the parent rows to expand), aliased `p`
 
     @property
     def parent_key(self) -> str: ...
@@ -303,12 +303,12 @@ class WarehouseSession:
         )
         names = [name for name, _, _ in child.columns]
         carried = [ORG_COLUMN] + [name for name, _, _ in LOAD_COLUMNS]
+        written = f"(SELECT * FROM {parent} WHERE {this_org} AND id IN (SELECT id FROM _merged_ids))"
         self.conn.execute(
             f"INSERT INTO {child.name} ({', '.join(carried + names)}) "
             f"SELECT {', '.join(f'parent.{name}' for name in carried)}, c.* "
-            f"FROM ({child.select_sql} WHERE p.{ORG_COLUMN} = {sql_literal(org)} AND p.id IN (SELECT id FROM _merged_ids)) "
-            f"AS c({', '.join(names)}) "
-            f"JOIN {parent} parent ON parent.{ORG_COLUMN} = {sql_literal(org)} AND parent.id = c.{child.parent_key}"
+            f"FROM ({child.select_sql.format(parents=written)}) AS c({', '.join(names)}) "
+            f"JOIN {written} parent ON parent.id = c.{child.parent_key}"
         )
 
     def _comment(self, spec: TableSpec) -> None:
