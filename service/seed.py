@@ -166,6 +166,12 @@ class _Generator:
         self.emails = seeding.existing_emails(self.conn, self.org_id)
         self.products = product_refs(self.conn, self.org_id)
         self.product_names = {name for _, name, _ in self.products}
+        # per family: names of the catalog, and brand-and-generation names not yet taken
+        self.family_names = {family: sum(name.endswith(f" {family}") for name in self.product_names)
+                             for family in _FAMILY_CATEGORY}
+        self.base_names_left = {family: sum(f"{brand}{generation} {family}" not in self.product_names
+                                            for brand in V.BRAND_STEMS for generation in _GENERATIONS)
+                                for family in _FAMILY_CATEGORY}
         self.lines = seeding.existing_product_lines(self.conn, self.org_id)
         self.kols: list[_Kol] = []
         self.events: list[_Event] = []
@@ -226,17 +232,28 @@ class _Generator:
         self.progress("products", n, n)
 
     def _product_name(self, family: str) -> str:
-        while True:
-            brand = self.rng.choice(V.BRAND_STEMS)
-            generation = self.rng.choice(("", " 2", " 3", " X", " Pro", " Ultra", " Evo", " Neo", " 4", " Elite"))
-            name = f"{brand}{generation} {family}"
-            if name not in self.product_names:
-                self.product_names.add(name)
-                return name
-            if len(self.product_names) > 50_000:  # keep names unique even for very large catalogs
-                name = f"{brand}{generation} {family} {len(self.product_names)}"
-                self.product_names.add(name)
-                return name
+        """A name not yet in the catalog: brand and generation ("Aurex Pro Insulin Pump") while
+        the family has such names left, then brand and model code ("Aurex G12 Insulin Pump")."""
+        if self.base_names_left[family]:
+            self.base_names_left[family] -= 1
+            while True:  # a free name exists, so this ends
+                name = f"{self.rng.choice(V.BRAND_STEMS)}{self.rng.choice(_GENERATIONS)} {family}"
+                if name not in self.product_names:
+                    break
+        else:
+            name = self._model_name(family)
+        self.product_names.add(name)
+        self.family_names[family] += 1
+        return name
+
+    def _model_name(self, family: str) -> str:
+        """A random free name of the family's model-code space, sized at least twice the names the
+        family already has: a random draw then probes on to the next free name, in a few steps."""
+        size = len(_MODEL_CODES) * math.ceil(2 * (self.family_names[family] + 1) / len(_MODEL_CODES))
+        index = self.rng.randrange(size)
+        while (name := _model_name(index, family)) in self.product_names:
+            index = (index + 1) % size
+        return name
 
     def _target_markets(self, i: int) -> list[str]:
         rng = self.rng
@@ -681,6 +698,18 @@ def _regulatory_status(market_status: dict[str, dict], status: str) -> str:
 def _shift_level(level: str, step: int) -> str:
     index = min(max(IMPACT_LEVELS.index(level) + step, 0), len(IMPACT_LEVELS) - 1)
     return IMPACT_LEVELS[index]
+
+
+_GENERATIONS = ("", " 2", " 3", " X", " Pro", " Ultra", " Evo", " Neo", " 4", " Elite")
+_MODEL_SERIES = ("G", "X", "S", "M", "AV", "LX")
+_MODEL_CODES = tuple((brand, series) for brand in V.BRAND_STEMS for series in _MODEL_SERIES)
+
+
+def _model_name(index: int, family: str) -> str:
+    """The index-th name of a family's model-code space: every brand and series at model 2, then at 3, ..."""
+    number, code = divmod(index, len(_MODEL_CODES))
+    brand, series = _MODEL_CODES[code]
+    return f"{brand} {series}{number + 2} {family}"
 
 
 _SLUG = {name: _ascii_slug(name) for name in V.FIRST_NAMES + V.LAST_NAMES}
