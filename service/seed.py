@@ -12,9 +12,11 @@ Seeding an organization that already has data adds more rows with fresh ids.
 
 The defaults give a small dataset in which every enum value and every list filter of the
 API has matches (the first rows of each resource cycle through the enum values).
-Rows are written with bulk SQL (service/store/seeding.py) in one transaction per chunk and
-emit no webhook events: a seed is a bulk load, not activity. Derived KOL fields are then
-computed by the same set-based metrics.refresh_kol_metrics the API uses.
+Rows are generated in chunks and written with bulk SQL (service/store/seeding.py) by
+service/seed_writer.py, from a child process beside the generation when the seed is LARGE;
+they emit no webhook events: a seed is a bulk load, not activity. Derived KOL fields are then
+computed by the same set-based metrics.refresh_kol_metrics the API uses. Memory stays flat:
+a chunk at a time, and about 20 bytes for each KOL written (see _Kols).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ from commops_spec.constants import (
     SIGNAL_SOURCES,
 )
 from service import seed_vocab as V
-from service.store import db, metrics, seeding
+from service.seed_writer import Writer, open_writer
+from service.store import db, seeding
 
 Progress = Callable[[str, int, int], None]
 
@@ -58,6 +61,7 @@ RECENT = timedelta(days=29)
 _RECENT_CAMPAIGNS = len(CAMPAIGN_STATUSES)
 _RECENT_SIGNALS = 2 * len(IMPACT_LEVELS)
 _KOL_CHUNK = 10_000
+LARGE = 20_000  # KOLs and signals from which a child process writes beside the generation (service/seed_writer.py)
 _CAMPAIGN_CHUNK = 1_000
 _SIGNAL_CHUNK = 10_000
 
@@ -107,13 +111,14 @@ def seed(
         if not seeding.org_exists(conn, org_id):
             raise ValueError(f"organization {org_id!r} does not exist in {db_path}; create it first (create-org)")
         end = reference_end_for(datetime.now(UTC)) if reference_end is None else _naive_utc(reference_end)
-        gen = _Generator(conn, org_id, random_seed, end, progress or (lambda *_: None))
-        gen.write_products(products)
-        gen.write_events(events)
-        gen.write_kols(kols)
-        gen.write_campaigns(campaigns)
-        gen.write_signals(signals)
-        gen.refresh_derived_fields()
+        with open_writer(db_path, large=kols + signals >= LARGE) as writer:
+            gen = _Generator(conn, writer, org_id, random_seed, end, progress or (lambda *_: None))
+            gen.write_products(products)
+            gen.write_events(events)
+            gen.write_kols(kols)
+            gen.write_campaigns(campaigns)
+            gen.write_signals(signals)
+            gen.refresh_derived_fields()
         return dict(gen.counts)
     finally:
         conn.close()
@@ -203,9 +208,10 @@ class _Event:
 class _Generator:
     """Generates and writes one seed run; later stages draw on what earlier ones wrote."""
 
-    def __init__(self, conn: sqlite3.Connection, org_id: str, random_seed: int, end: datetime,
+    def __init__(self, conn: sqlite3.Connection, writer: Writer, org_id: str, random_seed: int, end: datetime,
                  progress: Progress):
-        self.conn = conn
+        self.conn = conn  # reads what the organization holds already
+        self.writer = writer
         self.end = end  # naive UTC; every generated date is placed relative to it
         self.start = end - WINDOW
         self.org_id = org_id
@@ -240,9 +246,12 @@ class _Generator:
     def past_moment(self) -> datetime:
         return self.start + timedelta(microseconds=self.rng.randrange(_WINDOW_US))
 
-    def write(self, table: str, rows: list[tuple]) -> None:
-        seeding.insert_rows(self.conn, table, rows)
-        self.counts[table] += len(rows)
+    def write(self, batch: dict[str, list[tuple]]) -> None:
+        """Hand one chunk (rows per table, written together) to the writer."""
+        for table, rows in batch.items():
+            batch[table] = seeding.complete(table, rows)
+            self.counts[table] += len(rows)
+        self.writer.write(batch)
 
     # ---- products --------------------------------------------------------------------
 
@@ -277,9 +286,7 @@ class _Generator:
                 _DUMPS(market_status), _iso(created), _iso(updated),
             ))
             self.products.append((product_id, name, category))
-        with db.transaction(self.conn):
-            self.write("product_lines", new_lines)
-            self.write("products", rows)
+        self.write({"product_lines": new_lines, "products": rows})
         self.progress("products", n, n)
 
     def _product_name(self, family: str) -> str:
@@ -376,8 +383,7 @@ class _Generator:
             rows.append((event_id, self.org_id, name, kind, day.isoformat(), city, country, status,
                          _iso(created), _iso(updated)))
             self.events.append(_Event(event_id, day.isoformat(), status))
-        with db.transaction(self.conn):
-            self.write("events", rows)
+        self.write({"events": rows})
         self.progress("events", n, n)
 
     # ---- KOLs and their activity -------------------------------------------------------
@@ -389,9 +395,7 @@ class _Generator:
             batch = {t: [] for t in ("kols", "event_attendees", "interactions", "publications")}
             for i in range(start, min(n, start + _KOL_CHUNK)):
                 self._kol(i, batch, completed, other)
-            with db.transaction(self.conn):
-                for table, rows in batch.items():
-                    self.write(table, rows)
+            self.write(batch)
             self.progress("kols", min(n, start + _KOL_CHUNK), n)
 
     def _kol(self, i: int, batch: dict[str, list], completed: list[_Event], other: list[_Event]) -> None:
@@ -503,9 +507,7 @@ class _Generator:
             batch: dict[str, list] = {"campaigns": [], "campaign_recipients": []}
             for i in range(start, min(n, start + _CAMPAIGN_CHUNK)):
                 self._campaign(i, batch)
-            with db.transaction(self.conn):
-                for table, rows in batch.items():
-                    self.write(table, rows)
+            self.write(batch)
             self.progress("campaigns", min(n, start + _CAMPAIGN_CHUNK), n)
 
     def _campaign(self, i: int, batch: dict[str, list]) -> None:
@@ -599,9 +601,7 @@ class _Generator:
             batch: dict[str, list] = {"signals": [], "signal_products": []}
             for i in range(start, min(n, start + _SIGNAL_CHUNK)):
                 self._signal(i, batch)
-            with db.transaction(self.conn):
-                for table, rows in batch.items():
-                    self.write(table, rows)
+            self.write(batch)
             self.progress("signals", min(n, start + _SIGNAL_CHUNK), n)
 
     def _signal(self, i: int, batch: dict[str, list]) -> None:
@@ -631,9 +631,7 @@ class _Generator:
     def refresh_derived_fields(self) -> None:
         n = len(self.kols)
         for start in range(0, n, _KOL_CHUNK):
-            ids = [_kol_id(bits) for bits in self.kols.id_bits[start:start + _KOL_CHUNK]]
-            with db.transaction(self.conn):
-                metrics.refresh_kol_metrics(self.conn, ids, touch=False)
+            self.writer.refresh([_kol_id(bits) for bits in self.kols.id_bits[start:start + _KOL_CHUNK]])
             self.progress("derived KOL fields", min(n, start + _KOL_CHUNK), n)
 
 

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from commops_spec.constants import IMPACT_LEVELS, MARKETS
 from service import admin
+from service import seed as seed_module
 from service import seed_vocab as V
 from service.cli import service as service_cli
 from service.seed import WINDOW, reference_end_for, seed
@@ -106,6 +107,25 @@ def test_same_random_seed_gives_identical_rows_past_the_name_space(tmp_path):
     for path in (first, second):
         seed(path, _db_with_org(path), random_seed=0, reference_end=A_DAY, **PAST_THE_NAME_SPACE)
     assert _dump(first) == _dump(second)
+
+
+def _indexes(path) -> set[tuple[str, str]]:
+    conn = sqlite3.connect(path)
+    try:
+        return set(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'").fetchall())
+    finally:
+        conn.close()
+
+
+def test_a_large_seed_written_by_the_writer_process_gives_the_same_rows_and_indexes(tmp_path, monkeypatch):
+    inline, parallel = tmp_path / "inline.db", tmp_path / "parallel.db"
+    seed(inline, _db_with_org(inline), random_seed=7, reference_end=A_DAY, **SMALL)
+    _db_with_org(parallel)
+    schema_indexes = _indexes(parallel)
+    monkeypatch.setattr(seed_module, "LARGE", 0)  # as a large seed: a child process writes, indexes built after
+    seed(parallel, "org_fixedfortests", random_seed=7, reference_end=A_DAY, **SMALL)
+    assert _dump(parallel) == _dump(inline)
+    assert _indexes(parallel) == schema_indexes
 
 
 def test_every_moment_of_one_utc_day_gives_the_same_reference_end():
