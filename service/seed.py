@@ -4,7 +4,8 @@
 
 Same random_seed, same organization and same starting state give the same rows: values
 come from a `random.Random` seeded with (random_seed, rows the org already holds), ids
-from a second one that also mixes in the org id (ids are global primary keys), and
+from a second one that also mixes in the org id (ids are global primary keys; within a
+run they increase, see _Generator.id_bits), and
 timestamps from the two years before a reference end: the start of the seeding day (UTC)
 unless `reference_end` is given, so a fresh demo has last month's activity and two runs on
 one day (or with one reference_end) write identical rows.
@@ -220,6 +221,7 @@ class _Generator:
         existing = seeding.existing_row_count(conn, org_id)
         self.rng = _FastRandom(f"commops-seed:{random_seed}:{existing}")
         self._id_rng = random.Random(f"commops-seed-ids:{random_seed}:{org_id}:{existing}")
+        self._last_id = self._id_rng.getrandbits(63)
         self.emails = _Emails(seeding.existing_emails(self.conn, self.org_id))
         self.products = product_refs(self.conn, self.org_id)
         self.product_names = {name for _, name, _ in self.products}
@@ -235,8 +237,15 @@ class _Generator:
 
     # ---- small helpers -------------------------------------------------------------
 
+    def id_bits(self) -> int:
+        """The next id's 64 bits: a random start, then random steps up. Each id index then grows at
+        its end: random ids put every insert on a random page of a large index, which took a
+        million KOLs past five minutes. Steps of up to 2**20 from below 2**63 never reach 2**64."""
+        self._last_id += 1 + self._id_rng.getrandbits(20)
+        return self._last_id
+
     def new_id(self, prefix: str) -> str:
-        return f"{prefix}{self._id_rng.getrandbits(64):016x}"
+        return f"{prefix}{self.id_bits():016x}"
 
     def moment(self, start: datetime | None = None, end: datetime | None = None) -> datetime:
         start, end = start or self.start, end or self.end
@@ -429,7 +438,7 @@ class _Generator:
         tags = rng.sample(V.TAGS, rng.choice((0, 1, 1, 2, 2, 3))) if i >= len(V.TAGS) else [V.TAGS[i]]
         created = self.past_moment()
         updated = self.moment(created)
-        id_bits = self._id_rng.getrandbits(64)
+        id_bits = self.id_bits()
         kol_id = _kol_id(id_bits)
         n_pubs = rng.randint(*((4, 20), (1, 6), (0, 2))[KOL_TIERS.index(tier)])
         bio = (f"{full_name} is a {role.lower()} at {inst_name} ({department}) whose clinical work focuses on "
