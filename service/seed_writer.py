@@ -162,7 +162,7 @@ def _serve(db_path: str) -> None:
         if writer is not None:
             writer.close(failed=True)
     except Exception as exc:  # noqa: BLE001 (reported to the generator, which raises it)
-        reply = f"{type(exc).__name__}: {exc}"
+        reply = f"the seed writer failed: {type(exc).__name__}: {exc}"
         if writer is not None:
             try:
                 writer.close(failed=True)

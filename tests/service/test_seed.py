@@ -128,6 +128,21 @@ def test_a_large_seed_written_by_the_writer_process_gives_the_same_rows_and_inde
     assert _indexes(parallel) == schema_indexes
 
 
+def test_a_write_failing_in_the_writer_process_is_one_line_naming_its_cause(tmp_path, monkeypatch):
+    path = tmp_path / "service.db"
+    org_id = admin.create_org(path, "Acme Medical", "enterprise")
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TRIGGER no_signals BEFORE INSERT ON signals BEGIN SELECT RAISE(ABORT, 'signals are closed'); END")
+    conn.close()
+    schema_indexes = _indexes(path)
+    monkeypatch.setattr(seed_module, "LARGE", 0)
+    result = CliRunner().invoke(service_cli, ["seed", "--db", str(path), "--org", org_id, "--kols", "30",
+                                              "--signals", "5"])
+    assert result.exit_code == 1
+    assert "IntegrityError: signals are closed" in result.output and "Traceback" not in result.output
+    assert _indexes(path) == schema_indexes  # dropped for the load, built again on the way out
+
+
 def test_every_moment_of_one_utc_day_gives_the_same_reference_end():
     morning, night = datetime(2026, 11, 23, 0, 0, 1, tzinfo=UTC), datetime(2026, 11, 23, 23, 59, 59, tzinfo=UTC)
     assert reference_end_for(morning) == reference_end_for(night) == datetime(2026, 11, 23)
