@@ -46,6 +46,7 @@ class _Writer:
         seeding.tune_for_bulk_load(self.conn)
         self.uncommitted = 0
         self.indexes_dropped = defer_indexes and seeding.drop_indexes_of_empty_tables(self.conn)
+        self.indexes_checked = not defer_indexes
 
     def write(self, batch: dict[str, list[tuple]]) -> None:
         if not self.conn.in_transaction:
@@ -67,10 +68,11 @@ class _Writer:
         self.uncommitted = 0
 
     def restore_indexes(self) -> None:
+        """Build the dropped indexes; before a refresh also those another large seed may have dropped."""
         self.commit()
-        if self.indexes_dropped:
+        if self.indexes_dropped or not self.indexes_checked:
             db.init_db(self.db_path)  # the schema again: CREATE INDEX IF NOT EXISTS
-            self.indexes_dropped = False
+            self.indexes_dropped, self.indexes_checked = False, True
 
     def close(self, failed: bool) -> None:
         try:
@@ -168,8 +170,11 @@ def _serve(db_path: str) -> None:
                 writer.close(failed=True)
             except sqlite3.Error:
                 pass
-    pickle.dump(reply, replies)
-    replies.flush()
+    try:
+        pickle.dump(reply, replies)
+        replies.flush()
+    except BrokenPipeError:  # the generator is gone already
+        pass
 
 
 if __name__ == "__main__":
