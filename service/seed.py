@@ -26,9 +26,9 @@ import json
 import math
 import random
 import re
-from array import array
 import sqlite3
 import unicodedata
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
