@@ -75,7 +75,8 @@ os.environ["COMMOPS_API_KEY"] = key  # the resource reads it as a dg.EnvVar
 started = time.perf_counter()
 summary = run_sync(base_url=base_url, data_dir=data_dir, progress=False,
                    enrich_details_limit=enrich, instance=dg.DagsterInstance.ephemeral(), max_concurrency=concurrency)
-assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duration_seconds} for a in summary.assets}
+assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duration_seconds,
+                   "in_flux": a.metadata.get("rows_in_flux")} for a in summary.assets}
 print(json.dumps({"seconds": time.perf_counter() - started, "failed_checks": summary.failed_checks, "assets": assets,
                   "peak_rss_mb": own_peak_rss_mb()}))
 """
