@@ -93,7 +93,8 @@ def test_a_run_that_fails_midway_leaves_its_events_pending_and_a_retry_under_a_n
     assert stack.execute(second).success
     assert stack.query(f"SELECT tier, attempts FROM kols JOIN webhook_events w ON true WHERE kols.id = '{a['id']}' LIMIT 1") == [("tier_2", 1)]
     assert stack.inbox.counts() == {
-        "total": 2, "pending": 0, "backing_off": 0, "failing": 0, "quarantined": 0, "applied": 2, "unknown_event": 0
+        "total": 2, "pending": 0, "backing_off": 0, "failing": 0, "claimed": 0, "quarantined": 0, "applied": 2,
+        "unknown_event": 0,
     }
 
 
