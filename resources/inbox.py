@@ -25,7 +25,9 @@ class InboxResource(dg.ConfigurableResource):
 
     @property
     def location(self) -> str | Path:
-        return inbox_location(self.data_dir, self.url)
+        # Outside a run (the commands use the resource as built) an EnvVar is still the variable's name.
+        url = self.url.get_value() if isinstance(self.url, dg.EnvVar) else self.url
+        return inbox_location(self.data_dir, url)
 
     @property
     def where(self) -> str:
