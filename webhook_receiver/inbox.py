@@ -158,15 +158,19 @@ class Inbox:
         any receiver, or earlier in `items`).
         """
         received_at = utc_now()
+        # In id order: on Postgres an insert waits for another receiver's uncommitted insert of the same
+        # id, so two receivers inserting overlapping batches in opposite orders would deadlock.
+        order = sorted(range(len(items)), key=lambda n: items[n][1].id)  # stable: the first of a repeated id wins
+        new = [False] * len(items)
         with self._store.transaction() as cursor:
-            return [
-                cursor.execute(
+            for n in order:
+                raw, e = items[n]
+                new[n] = cursor.execute(
                     "INSERT INTO {events} (id, event, created_at, organization_id, received_at, payload, known_event)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                     (e.id, e.event, e.created_at_text, e.organization_id, received_at, raw, e.event in _KNOWN_EVENTS),
                 ).rowcount == 1
-                for raw, e in items
-            ]
+        return new
 
     def claim(self, ids: Iterable[str], claimer: str) -> list[InboxEvent]:
         """Claim the pending events among `ids` for `claimer` (a run id) and return them, by `seq`.
