@@ -25,7 +25,7 @@ from tests.pipeline.conftest import RunningService, start_service
 from tests.pipeline.sync_support import query
 from tests.pipeline.webhook_stack import WEBHOOK_SETTINGS, new_kol
 from tests.postgres import PostgresServer
-from tests.receiver.conftest import start_receiver_process
+from tests.receiver.conftest import launch_receiver_process, wait_for_receiver
 from tests.service.webhook_support import free_port
 from tests.waiting import wait_until
 from webhook_receiver.inbox import INBOX_URL_ENV, Inbox
@@ -71,23 +71,26 @@ def test_behind_a_load_balancer_every_delivered_event_is_stored_once_and_applied
     inbox = Inbox(inbox_url)
 
     with ExitStack() as stack:
-        receivers = [_started(stack, start_receiver_process(port, tmp_path / f"host{n}", environment))
+        receivers = [_started(stack, launch_receiver_process(port, tmp_path / f"host{n}", environment))
                      for n, port in enumerate(ports, 1)]
+        for receiver, port in zip(receivers, ports, strict=True):
+            wait_for_receiver(receiver, port)
         balancer = stack.enter_context(running_haproxy(ports, port=balancer_port))
         producer = threading.Thread(target=_create_kols, args=(service, EVENTS))
         producer.start()
         wait_until(lambda: inbox.counts()["total"] >= KILL_AFTER, timeout=30, what=f"{KILL_AFTER} events stored")
         receivers[0].send_signal(signal.SIGKILL)  # mid-stream: deliveries in flight through it
         receivers[0].wait(timeout=10)
+        stored_at_kill = inbox.counts()["total"]
         producer.join(timeout=60)
         assert not producer.is_alive()
 
         delivered = wait_until(lambda: _all_delivered(service, EVENTS), timeout=45, interval=0.1,
                                what=f"the service to deliver {EVENTS} events")
-        print("RETRIED", service.connect().execute("SELECT count(*), sum(attempts) FROM webhook_deliveries WHERE attempts > 1").fetchall())
         servers = balancer.stats()
         assert servers["rx1"]["status"].startswith("DOWN") and servers["rx2"]["status"] == "UP"
         assert int(servers["rx1"]["stot"]) > 0 and int(servers["rx2"]["stot"]) > 0  # both took deliveries
+    assert stored_at_kill < EVENTS, "the receiver was killed after the stream ended: nothing was in flight"
 
     stored = inbox.get(delivered)
     assert sorted(e.id for e in stored) == sorted(delivered)  # every acknowledged event ...
@@ -103,6 +106,8 @@ def test_behind_a_load_balancer_every_delivered_event_is_stored_once_and_applied
     assert (counts["applied"], counts["pending"], counts["claimed"]) == (EVENTS, 0, 0)
     rows = query(data_dir / "analytics.duckdb", "SELECT count(*), count(DISTINCT id), count(applied_at) FROM webhook_events")
     assert rows == [(EVENTS, EVENTS, EVENTS)]
+    kols = query(data_dir / "analytics.duckdb", "SELECT count(*), count(DISTINCT id) FROM kols WHERE full_name LIKE 'Lb Kol %'")
+    assert kols == [(EVENTS, EVENTS)]  # every created KOL landed in the warehouse, once
     assert {e.applied_at is not None for e in inbox.get(delivered)} == {True}
 
 

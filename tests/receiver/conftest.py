@@ -55,13 +55,22 @@ def post_signed(client: httpx.Client, url: str, env: dict[str, Any], secret: str
 def start_receiver_process(port: int, data_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """`commops receiver run` in a process of its own on 127.0.0.1:`port` (COMMOPS_WEBHOOK_SECRETS=SECRET
     unless `env` says otherwise), returned once /healthz answers; the caller stops it."""
+    process = launch_receiver_process(port, data_dir, env)
+    wait_for_receiver(process, port)
+    return process
+
+
+def launch_receiver_process(port: int, data_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """start_receiver_process without the wait: several receivers start at once, then `wait_for_receiver`."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "COMMOPS_WEBHOOK_SECRETS": SECRET, **(env or {})}
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "pipelines.cli", "receiver", "run", "--host", "127.0.0.1", "--port", str(port),
          "--data-dir", str(data_dir)],
         env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
 
+
+def wait_for_receiver(process: subprocess.Popen, port: int) -> None:
     def healthy() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"the receiver exited: {process.stderr.read().decode()}")
@@ -71,7 +80,6 @@ def start_receiver_process(port: int, data_dir: Path, env: dict[str, str] | None
             return False
 
     wait_until(healthy, timeout=30, interval=0.05, what=f"the receiver on port {port}")
-    return process
 
 
 @pytest.fixture
