@@ -1,7 +1,7 @@
 """A real load balancer for tests and benchmarks: Debian's haproxy in front of receivers on 127.0.0.1.
 
 The config is generated into a temporary directory (free ports; `-db`: in the foreground, no daemon)
-and is the shape docs/receiver.md shows: round robin, `GET /healthz` checked every 200 ms, a server
+and has the settings of docs/deploy.md's example: round robin, `GET /healthz` checked every 200 ms, a server
 taken out after 2 failed checks; a request whose connection to a dead server fails is sent to
 another (`retries`, `option redispatch`). `running_haproxy` stops it and removes the directory.
 `stats()` reads haproxy's own CSV statistics: per server its state (UP, DOWN) and sessions served.
