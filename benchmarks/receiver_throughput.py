@@ -1,6 +1,6 @@
 """Receiver benchmark: signed events committed durably per second, with p50/p99 latency.
 
-    .venv/bin/python benchmarks/receiver_throughput.py [--events 3000] [--clients 16] [--runs 3] [--kinds ...]
+    .venv/bin/python benchmarks/receiver_throughput.py [--events 3000] [--clients 16] [--runs 3] [--kinds ...] [--write]
 
 Each measurement starts its receivers (uvicorn, a process each, fresh data dirs) and has `--clients`
 concurrent keep-alive connections over loopback POST `--events` distinct signed events; latency is
@@ -15,7 +15,8 @@ measurement; haproxy is Debian's (tests/haproxy.py). Without either, their kinds
 measured. Every measurement checks the inbox holds each event once. The client is a bare asyncio
 HTTP/1.1 client, so the figures measure the receivers rather than the client; on one machine the
 client, haproxy, Postgres and the receivers share its cores. Prints each run, the medians and the
-ratios of medians.
+ratios of medians; `--write` keeps them in docs/benchmarks-receivers.json, which `python -m benchmarks`
+renders as a section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -25,15 +26,20 @@ import asyncio
 import json
 import multiprocessing
 import os
+import shlex
+import signal
 import statistics
 import sys
 import tempfile
 import time
 import uuid
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+RESULT_JSON = ROOT / "docs" / "benchmarks-receivers.json"
+sys.path.insert(0, str(ROOT))
 
 from webhook_receiver.signatures import sign  # noqa: E402
 
@@ -186,7 +192,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="concurrent keep-alive connections")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {','.join(KINDS)} (default: all)")
+    parser.add_argument("--write", action="store_true", help=f"save the figures to {RESULT_JSON.relative_to(ROOT)}")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: Postgres, haproxy and receivers stop too
     kinds = [kind.strip() for kind in args.kinds.split(",") if kind.strip()]
     if unknown := set(kinds) - set(KINDS):
         parser.error(f"--kinds: unknown {', '.join(sorted(unknown))}; choose from {', '.join(KINDS)}")
@@ -216,9 +224,21 @@ def main() -> None:
         print(f"  {KINDS[kind][2]:31}: not measured ({why})")
     ratios = [(a, b) for a, b in (("sqlite", "baseline"), ("postgres-1", "sqlite"), ("postgres-2", "postgres-1"))
               if a in medians and b in medians]
-    if ratios:
-        print("  throughput ratios: " + ", ".join(
-            f"{a} / {b} {medians[a]['events_per_s'] / medians[b]['events_per_s']:.2f}" for a, b in ratios))
+    ratio = {f"{a} / {b}": round(medians[a]["events_per_s"] / medians[b]["events_per_s"], 2) for a, b in ratios}
+    if ratio:
+        print("  throughput ratios: " + ", ".join(f"{name} {value:.2f}" for name, value in ratio.items()))
+    if args.write:
+        figures = {
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": shlex.join(["python", "benchmarks/receiver_throughput.py", *sys.argv[1:]]),
+            "events": args.events, "clients": args.clients, "runs": args.runs, "cores": os.cpu_count(),
+            "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+            "kinds": {kind: {"label": KINDS[kind][2], "runs_events_per_s": [round(r["events_per_s"]) for r in results[kind]],
+                             **{k: round(v, 2) for k, v in medians[kind].items()}} for kind in kinds},
+            "not_measured": skipped, "ratios": ratio,
+        }
+        RESULT_JSON.write_text(json.dumps(figures, indent=1) + "\n")
+        print(f"wrote {RESULT_JSON.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
