@@ -39,6 +39,25 @@ ADDED_COLUMNS = {
     "claimed_until": "TEXT",  # the claim lapses after this time (a run that died without a word)
 }
 OPEN = "applied_at IS NULL AND quarantined_at IS NULL"
+# The first schema's columns: (name, SQLite type, Postgres type); later ones are ADDED_COLUMNS.
+FIRST_COLUMNS = (
+    ("seq", "INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY"),
+    ("id", "TEXT NOT NULL UNIQUE", "TEXT NOT NULL UNIQUE"),
+    ("event", "TEXT NOT NULL", "TEXT NOT NULL"),
+    ("created_at", "TEXT NOT NULL", "TEXT NOT NULL"),
+    ("organization_id", "TEXT", "TEXT"),
+    ("received_at", "TEXT NOT NULL", "TEXT NOT NULL"),
+    ("payload", "BLOB NOT NULL", "BYTEA NOT NULL"),
+    ("known_event", "INTEGER NOT NULL", "BOOLEAN NOT NULL"),
+    ("applied_at", "TEXT", "TEXT"),
+    ("attempts", "INTEGER NOT NULL DEFAULT 0", "INTEGER NOT NULL DEFAULT 0"),
+    ("last_error", "TEXT", "TEXT"),
+)
+
+
+def _first_columns(engine: int) -> str:
+    """The first schema's column definitions for one engine (1: SQLite, 2: Postgres)."""
+    return ", ".join(f"{column[0]} {column[engine]}" for column in FIRST_COLUMNS)
 
 
 class InboxUnreachable(RuntimeError):
@@ -155,21 +174,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-_SQLITE_TABLE = """
-CREATE TABLE IF NOT EXISTS events (
-    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-    id              TEXT    NOT NULL UNIQUE,
-    event           TEXT    NOT NULL,
-    created_at      TEXT    NOT NULL,
-    organization_id TEXT,
-    received_at     TEXT    NOT NULL,
-    payload         BLOB    NOT NULL,
-    known_event     INTEGER NOT NULL,
-    applied_at      TEXT,
-    attempts        INTEGER NOT NULL DEFAULT 0,
-    last_error      TEXT
-)
-"""
+_SQLITE_TABLE = f"CREATE TABLE IF NOT EXISTS events ({_first_columns(1)})"
 
 
 @lru_cache(maxsize=256)
@@ -257,21 +262,7 @@ class PostgresStore:
 
 _CURRENT_SCHEMAS: set[str] = set()  # databases whose schema this process found (or made) current
 
-_POSTGRES_TABLE = """
-CREATE TABLE IF NOT EXISTS {events} (
-    seq             BIGSERIAL PRIMARY KEY,
-    id              TEXT    NOT NULL UNIQUE,
-    event           TEXT    NOT NULL,
-    created_at      TEXT    NOT NULL,
-    organization_id TEXT,
-    received_at     TEXT    NOT NULL,
-    payload         BYTEA   NOT NULL,
-    known_event     BOOLEAN NOT NULL,
-    applied_at      TEXT,
-    attempts        INTEGER NOT NULL DEFAULT 0,
-    last_error      TEXT
-)
-"""
+_POSTGRES_TABLE = f"CREATE TABLE IF NOT EXISTS {{events}} ({_first_columns(2)})"
 
 
 @lru_cache(maxsize=256)
