@@ -778,6 +778,7 @@ def write_page(results: dict, chart: str | None) -> str:
                 lines += [f"not run: {x['why']}", ""]
                 continue
             lines += [f"`{x['command']}`: {x['status']} in {x['seconds']} s", "", "```", *x["output"], "```", ""]
+    lines += _receivers_section()
     lines += _crm_matching_section()
     lines += ["", "## Caveats", "",
               "- dlt runs with its defaults (no worker or buffer tuning), as its docs configure a page-number API; "
@@ -793,6 +794,31 @@ def write_page(results: dict, chart: str | None) -> str:
               "published, checks); dlt's are extract, normalize and load into one DuckDB file.",
               "- Raw figures: `docs/benchmarks.json`."]
     return "\n".join(lines) + "\n"
+
+
+def _receivers_section() -> list[str]:
+    """Receiver throughput on each inbox store, from docs/benchmarks-receivers.json (written by
+    `benchmarks/receiver_throughput.py --write`, a measurement of its own: it needs Postgres and haproxy)."""
+    path = DOCS / "benchmarks-receivers.json"
+    if not path.exists():
+        return []
+    figures = json.loads(path.read_text())
+    lines = ["", "## Receivers behind a load balancer (issue 21)", "",
+             f"Measured {figures['date']} with `{figures['command']}`: {figures['events']:,} signed events per "
+             f"measurement, {figures['clients']} keep-alive client connections, the kinds in turn in each of "
+             f"{figures['runs']} runs; Postgres local with fsync on, haproxy 2.6, all on the same {figures['cores']} cores "
+             f"(1-minute load average {figures['load_average'][0]} before, {figures['load_average'][1]} after, other "
+             "sessions' work included). How: docs/receiver.md, docs/deploy.md.", "",
+             "| receivers | events/s (median) | p50 | p99 | events/s per run |", "|---|---|---|---|---|"]
+    for kind in figures["kinds"].values():
+        lines.append(f"| {kind['label']} | {kind['events_per_s']:,.0f} | {kind['p50_ms']:.2f} ms | {kind['p99_ms']:.2f} ms | "
+                     + ", ".join(f"{value:,}" for value in kind["runs_events_per_s"]) + " |")
+    for label, why in figures.get("not_measured", {}).items():
+        lines.append(f"| {label} | not measured: {why} | | | |")
+    if figures.get("ratios"):
+        lines += ["", "Ratios of the medians: " + ", ".join(f"{name} {value:.2f}" for name, value in figures["ratios"].items())
+                  + "." + (f" {figures['note']}" if figures.get("note") else "")]
+    return lines
 
 
 def _crm_matching_section() -> list[str]:

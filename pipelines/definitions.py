@@ -25,6 +25,7 @@ from resources.lake import LakeResource
 from resources.orgs import ORGS_URL_ENV, OrgsResource
 from resources.settings import API_KEY_ENV, Settings, load_settings
 from resources.warehouse import WarehouseResource
+from webhook_receiver.inbox import INBOX_URL_ENV
 
 WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
 # analytics.duckdb is published after the nightly tables or after the incremental job's merges.
@@ -66,7 +67,11 @@ def build_resources(
         ),
         "lake": LakeResource(data_dir=data_dir),
         "warehouse": WarehouseResource(data_dir=data_dir),
-        "inbox": InboxResource(data_dir=data_dir, max_attempts=settings.events_max_attempts),
+        "inbox": InboxResource(
+            data_dir=data_dir,
+            url=dg.EnvVar(INBOX_URL_ENV) if os.environ.get(INBOX_URL_ENV) else None,
+            max_attempts=settings.events_max_attempts,
+        ),
         "crm": crm or build_crm_resource(CrmSettings()) or NoCrmConfigured(),
         "progress": dg.ResourceDefinition.hardcoded_resource(progress or ProgressReporter()),
     }

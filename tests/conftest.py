@@ -1,13 +1,18 @@
-"""Fixtures every test package may use: one real PostgreSQL server per session (tests/postgres.py)."""
+"""Fixtures every test package may use: one real PostgreSQL server per session (tests/postgres.py), and
+the inbox's two stores for tests that must hold on both."""
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from tests.postgres import PostgresServer, PostgresUnavailable, running_postgres
+from webhook_receiver.inbox import inbox_path
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +26,24 @@ def postgres() -> Iterator[PostgresServer]:
         if os.environ.get("CI"):
             pytest.fail(str(missing))
         pytest.skip(str(missing))
+
+
+@dataclass(frozen=True)
+class InboxStore:
+    """One of the inbox's stores for a test: `url` is None for the SQLite file, else a Postgres database of
+    its own (the session's server). `location(data_dir)` is what Inbox(...) is given."""
+
+    name: str
+    url: str | None
+
+    def location(self, data_dir: Path) -> str | Path:
+        return self.url or inbox_path(data_dir)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def inbox_store(request: pytest.FixtureRequest) -> InboxStore:
+    """Each inbox test once per store: the SQLite file (default) and Postgres (COMMOPS_INBOX_URL)."""
+    if request.param == "sqlite":
+        return InboxStore("sqlite", None)
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return InboxStore("postgres", server.create_database(f"inbox_{uuid.uuid4().hex[:12]}"))

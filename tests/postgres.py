@@ -78,8 +78,9 @@ def find_bin_dir() -> Path:
 
 
 @contextmanager
-def running_postgres() -> Iterator[PostgresServer]:
-    """Start a throwaway server; stop it and delete its directory on exit."""
+def running_postgres(durable: bool = False) -> Iterator[PostgresServer]:
+    """Start a throwaway server; stop it and delete its directory on exit. `durable`: fsync on, as in
+    production (benchmarks comparing commits with SQLite's synchronous=FULL); tests leave it off."""
     from tests.service.webhook_support import free_port
 
     bin_dir = find_bin_dir()
@@ -91,7 +92,7 @@ def running_postgres() -> Iterator[PostgresServer]:
             os.chown(directory, server_user.pw_uid, server_user.pw_gid)
         data = directory / "data"
         _run(bin_dir, as_root, "initdb", "-D", str(data), "-A", "trust", "-U", SERVER_USER, "--no-sync")
-        server = _start(bin_dir, as_root, directory, data, free_port)
+        server = _start(bin_dir, as_root, directory, data, free_port, durable)
         try:
             yield server
         finally:
@@ -100,10 +101,12 @@ def running_postgres() -> Iterator[PostgresServer]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _start(bin_dir: Path, as_root: bool, directory: Path, data: Path, free_port: Any) -> PostgresServer:
+def _start(bin_dir: Path, as_root: bool, directory: Path, data: Path, free_port: Any, durable: bool) -> PostgresServer:
     for attempt in range(1, START_ATTEMPTS + 1):
         port = free_port()
-        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1"
+        if not durable:
+            options += " -c fsync=off -c full_page_writes=off"
         try:
             _run(bin_dir, as_root, "pg_ctl", "-D", str(data), "-o", options, "-l", str(directory / "server.log"), "-w", "start")
             return PostgresServer(port=port, directory=directory, bin_dir=bin_dir)

@@ -76,11 +76,11 @@ def create_app(
 
     `secrets` defaults to COMMOPS_WEBHOOK_SECRETS plus the secrets file; `committer` (an
     object with `async submit(raw, envelope: Envelope) -> bool`, `start()`, `stop()`, `alive`) defaults
-    to a GroupCommitter over the inbox under COMMOPS_DATA_DIR.
+    to a GroupCommitter over the inbox (COMMOPS_INBOX_URL, else the file under COMMOPS_DATA_DIR).
     """
     settings = settings or ReceiverSettings()
     ring = secrets or SecretRing(settings.secrets, settings.secrets_file)
-    writer = committer or GroupCommitter(Inbox(settings.inbox_path))
+    writer = committer or GroupCommitter(Inbox(settings.inbox_location))
     cap = settings.webhook_max_body_bytes
     accepted = DeliveryLog()
 

@@ -51,7 +51,7 @@ def run(host: str, port: int, data_dir: str | None, max_body_bytes: int | None) 
         raise click.ClickException(f"{exc}: choose another with --port" if exc.in_use else str(exc)) from None
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"Receiving on http://{shown}:{sock.getsockname()[1]}{WEBHOOK_PATH} (health: {HEALTH_PATH})", err=True)
-    click.echo(f"Inbox: {settings.inbox_path}", err=True)
+    click.echo(f"Inbox: {settings.inbox_where}", err=True)
     click.echo(f"Secrets: {len(settings.secrets)} from COMMOPS_WEBHOOK_SECRETS, plus {settings.secrets_file} "
                "(re-read when it changes)", err=True)
     if not settings.secrets and not settings.secrets_file.exists():

@@ -1,4 +1,4 @@
-"""Group commit: events from concurrent requests share one durable SQLite commit.
+"""Group commit: events from concurrent requests share one durable inbox commit (SQLite or Postgres).
 
 Each request hands its event to `GroupCommitter.submit` and waits; one writer thread
 takes everything queued (up to `max_batch`), writes it in one transaction, commits

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import httpx
 from starlette.applications import Starlette
 
 from http_serving.server import ThreadedServer
 from webhook_receiver.app import HEALTH_PATH, WEBHOOK_PATH, create_app
 from webhook_receiver.committer import GroupCommitter
-from webhook_receiver.inbox import Inbox
+from webhook_receiver.inbox import Inbox, InboxUnreachable
 from webhook_receiver.settings import ReceiverSettings
 
 
@@ -20,14 +18,12 @@ class ReceiverStartError(RuntimeError):
 
 
 def open_app(settings: ReceiverSettings) -> Starlette:
-    """The app over the inbox of `settings`, or ReceiverStartError when the data dir is not writable."""
+    """The app over the inbox of `settings`, or ReceiverStartError when the inbox cannot be opened
+    (the data dir is not writable, the Postgres of COMMOPS_INBOX_URL is unreachable)."""
     try:
-        inbox = Inbox(settings.inbox_path)
-    except (OSError, sqlite3.Error) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise ReceiverStartError(
-            f"cannot open the inbox {settings.inbox_path}: {reason} (is COMMOPS_DATA_DIR writable?)"
-        ) from None
+        inbox = Inbox(settings.inbox_location)
+    except InboxUnreachable as exc:
+        raise ReceiverStartError(str(exc)) from None
     return create_app(settings, committer=GroupCommitter(inbox))
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from webhook_receiver.inbox import inbox_path
+from webhook_receiver.inbox import describe_location, inbox_location, inbox_path
 
 # Twice the service's 8 MiB request cap: any record the service accepted fits in an event
 # envelope, and an unsigned sender still cannot make the receiver buffer more than this.
@@ -17,13 +17,15 @@ SECRETS_FILE_NAME = "webhook-secrets.json"
 
 class ReceiverSettings(BaseSettings):
     """COMMOPS_WEBHOOK_SECRETS (comma-separated), COMMOPS_DATA_DIR (default ./data),
-    COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB)."""
+    COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB), COMMOPS_INBOX_URL (Postgres; default: the data
+    directory's SQLite file)."""
 
     model_config = SettingsConfigDict(env_prefix="COMMOPS_", extra="ignore", env_ignore_empty=True)
 
     webhook_secrets: SecretStr = Field(SecretStr(""), description="signing secrets, comma-separated")
     data_dir: Path = Path("./data")
     webhook_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
+    inbox_url: SecretStr | None = Field(None, description="postgresql://... (its password is never shown)")
 
     @property
     def secrets(self) -> list[str]:
@@ -32,7 +34,19 @@ class ReceiverSettings(BaseSettings):
 
     @property
     def inbox_path(self) -> Path:
+        """The SQLite inbox of the data directory (used when COMMOPS_INBOX_URL is unset)."""
         return inbox_path(self.data_dir)
+
+    @property
+    def inbox_location(self) -> str | Path:
+        """Where this receiver stores events: COMMOPS_INBOX_URL, else the data directory's file."""
+        url = self.inbox_url.get_secret_value() if self.inbox_url else None
+        return inbox_location(self.data_dir, url) if url else self.inbox_path
+
+    @property
+    def inbox_where(self) -> str:
+        """The inbox as logs name it (a Postgres URL without its user and password)."""
+        return describe_location(self.inbox_location)
 
     @property
     def secrets_file(self) -> Path:

@@ -61,14 +61,16 @@ def event_ids_of(config: Mapping | None) -> list[str]:
     return list(((config or {}).get("ops", {}).get(APPLY_STEP, {}).get("config", {}).get("event_ids")) or [])
 
 
-def read_batch(inbox: InboxResource, config: WebhookEventsConfig, org: str, orgs: list[Org]) -> list[InboxEvent]:
-    """The run's events: those it was given, or the pending events of its organization (at most `limit`)."""
+def claim_batch(inbox: InboxResource, config: WebhookEventsConfig, org: str, orgs: list[Org], run_id: str) -> list[InboxEvent]:
+    """The run's events, claimed for it: those it was given, or the pending events of its organization
+    (at most `limit`), less any applied, quarantined or held by another run meanwhile."""
     with inbox.open() as box:
         if config.event_ids:
-            events = box.get(config.event_ids)
+            wanted = config.event_ids
         else:
-            events = route_events(box.pending(limit=config.limit * max(len(orgs), 1)), orgs)[0].get(org, [])[: config.limit]
-    return [event for event in events if event.applied_at is None and event.quarantined_at is None]
+            pending = box.pending(limit=config.limit * max(len(orgs), 1))
+            wanted = [event.id for event in route_events(pending, orgs)[0].get(org, [])[: config.limit]]
+        return box.claim(wanted, run_id)
 
 
 @dg.asset(
@@ -107,12 +109,13 @@ def webhook_events(
     run_id = context.run.run_id
     org = partition_org(context)
     known = orgs.all()
-    events = read_batch(inbox, config, org, known)
+    events = claim_batch(inbox, config, org, known, run_id)
     with inbox.open() as box:
         set_aside = route_events(box.quarantined(limit=BATCH_LIMIT), known)[0].get(org, [])
     skipped = len(set(config.event_ids) - {e.id for e in events})
     if skipped:
-        context.log.info(f"{skipped} requested event(s) already applied, quarantined or unknown, skipped")
+        context.log.info(f"{skipped} requested event(s) already applied, quarantined, held by another run or "
+                         "unknown, skipped")
     client = api.client_for(orgs.registered(org))
     before = client.stats
     plan = plan_batch(events)
@@ -122,6 +125,7 @@ def webhook_events(
     rows = event_rows(events, plan, settled, run_id)
     engagement = [p.engagement for p in settled.applied if p.engagement is not None]
     with warehouse.writer(context.log) as session:
+        rows, engagement = _still_held(inbox, run_id, events, rows, engagement, context.log)
         rows += set_aside_rows(unrecorded_quarantine(session, set_aside, org), run_id)
         unreadable: Counter[str] = Counter({"event data": plan.unreadable} if plan.unreadable else {})
         written = write(session, org, fetched, engagement, rows, unreadable)
@@ -129,7 +133,7 @@ def webhook_events(
 
     with inbox.open() as box:  # after the commit: an event set aside always has its row
         for error, ids in _by_error(plan.never_applicable).items():
-            box.quarantine(ids, error)
+            box.quarantine(ids, error, claimer=run_id)
         for error, ids in _by_error(settled.failed).items():
             box.mark_failed(ids, error, run_id=run_id)
         inbox_counts = box.counts()
@@ -163,6 +167,20 @@ def webhook_events(
         },
         check_results=[_quarantine_check(inbox_counts["quarantined"], listed)],
     )
+
+
+def _still_held(inbox: InboxResource, run_id: str, events: list[InboxEvent], rows: list[dict], engagement: list[dict],
+                log) -> tuple[list[dict], list[dict]]:
+    """The rows and engagement of the events this run still holds, its claims renewed: taken once the
+    writer lock is held, so a run that waited past its lease never writes an event another run took."""
+    if not events:
+        return rows, engagement
+    with inbox.open() as box:
+        held = {event.id for event in box.claim([event.id for event in events], run_id)}
+    lost = [event.id for event in events if event.id not in held]
+    if lost:
+        log.warning(f"{len(lost)} event(s) taken by another run after this run's claim lapsed, left to it: {', '.join(lost[:20])}")
+    return [r for r in rows if r["id"] in held], [e for e in engagement if e["event_id"] in held]
 
 
 def _by_error(errors: dict[str, str]) -> dict[str, list[str]]:

@@ -32,7 +32,7 @@ def applied_in_run(warehouse: WarehouseResource, run_id: str) -> tuple[list[str]
     deps=[ANALYTICS_KEY],
     partitions_def=ORGS,
     group_name="webhooks",
-    kinds={"sqlite"},
+    kinds={"sqlite", "postgres"},
     description=(
         "Marks applied in the inbox exactly the events this run committed and published to analytics.duckdb; "
         "a run that failed before leaves its events pending."
@@ -54,6 +54,6 @@ def applied(
             "inbox_pending": counts["pending"],
             "inbox_failing": counts["failing"],
             "inbox_quarantined": counts["quarantined"],
-            "inbox": dg.MetadataValue.path(str(inbox.path)),
+            "inbox": inbox.where,
         }
     )

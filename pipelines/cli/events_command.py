@@ -23,6 +23,7 @@ from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from resources.inbox import InboxResource
 from resources.orgs import DEFAULT_ORG, OrgsResource
 from resources.settings import API_KEY_ENV, SettingsError, load_settings, require_api_key
+from webhook_receiver.inbox import Inbox, InboxUnreachable
 
 LISTED = 100  # events listed per state by `status`
 
@@ -106,7 +107,7 @@ def run_apply(
 
 @click.group("events")
 def events() -> None:
-    """Webhook events in the inbox ($COMMOPS_DATA_DIR/inbox/webhooks.db): apply them, count them, retry them."""
+    """Webhook events in the inbox (COMMOPS_INBOX_URL, else $COMMOPS_DATA_DIR/inbox/webhooks.db): apply them, count them, retry them."""
 
 
 @events.command("apply")
@@ -118,7 +119,7 @@ def apply(base_url, api_key_env, data_dir, limit) -> None:
     """Apply every pending event now, in this process (the job the sensor runs), then publish analytics.duckdb."""
     try:
         summary = run_apply(base_url=base_url, data_dir=data_dir, api_key_env=api_key_env, limit=limit)
-    except (SettingsError, ApplyError) as error:
+    except (SettingsError, ApplyError, InboxUnreachable) as error:
         fail("events apply", f"{error} (the events stay pending)")
     kinds = ", ".join(f"{name} {n}" for name, n in sorted(summary.by_kind.items())) or "none"
     tables = ", ".join(f"{name} {n}" for name, n in sorted(summary.rows_written.items())) or "none"
@@ -133,26 +134,26 @@ def apply(base_url, api_key_env, data_dir, limit) -> None:
         click.echo(f"  quarantined now: {', '.join(summary.quarantined)} (see commops events status)")
 
 
-def _inbox(command: str, data_dir: str | None) -> InboxResource:
+def _inbox(command: str, data_dir: str | None) -> Inbox:
+    """The inbox the pipeline uses (COMMOPS_INBOX_URL, else the data directory's file), opened."""
     try:
         settings = load_settings(data_dir=data_dir)
-    except SettingsError as error:
+        return InboxResource(data_dir=str(settings.data_dir), max_attempts=settings.events_max_attempts).open()
+    except (SettingsError, InboxUnreachable) as error:
         fail(command, str(error))
-    return InboxResource(data_dir=str(settings.data_dir), max_attempts=settings.events_max_attempts)
 
 
 @events.command("status")
 @click.option("--data-dir", help="Data directory of the inbox (default: $COMMOPS_DATA_DIR or ./data).")
 def status(data_dir) -> None:
     """The inbox's counts, then the quarantined and the failing events (id, name, attempts, error), one line each."""
-    inbox = _inbox("events status", data_dir)
-    with inbox.open() as box:
+    with _inbox("events status", data_dir) as box:
         counts = box.counts()
         quarantined = box.quarantined(limit=LISTED)
         failing = box.failing(limit=LISTED)
     click.echo(
-        f"inbox {inbox.path}: total {counts['total']}, pending {counts['pending']} "
-        f"(failing {counts['failing']}, backing off {counts['backing_off']}), applied {counts['applied']}, "
+        f"inbox {box.where}: total {counts['total']}, pending {counts['pending']} "
+        f"(failing {counts['failing']}, backing off {counts['backing_off']}, held by a run {counts['claimed']}), applied {counts['applied']}, "
         f"quarantined {counts['quarantined']}, unknown event names {counts['unknown_event']}"
     )
     for event in quarantined:
@@ -177,15 +178,14 @@ def retry(event_ids, every, data_dir) -> None:
     The sensor, or `commops events apply`, then applies them."""
     if bool(event_ids) == every:
         fail("events retry", "name event ids or give --all (not both)", 2)
-    inbox = _inbox("events retry", data_dir)
-    with inbox.open() as box:
+    with _inbox("events retry", data_dir) as box:
         if every:
             back = box.retry()
         else:
             known = {event.id: event for event in box.get(event_ids)}
             unknown = [event_id for event_id in event_ids if event_id not in known]
             if unknown:
-                fail("events retry", f"no event {', '.join(unknown)} in the inbox {inbox.path}")
+                fail("events retry", f"no event {', '.join(unknown)} in the inbox {box.where}")
             applied = [event_id for event_id in event_ids if known[event_id].applied_at is not None]
             if applied:
                 fail("events retry", f"{', '.join(applied)} already applied: nothing to retry")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -24,12 +24,14 @@ from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from pipelines.sensors import run_config, webhook_events_failure_sensor
 from resources.inbox import InboxResource
 from resources.settings import load_settings
+from tests.conftest import InboxStore
 from tests.pipeline.sync_support import api_key_in_env, query, with_orgs
 from tests.pipeline.webhook_stack import Stack, new_kol, stack  # noqa: F401 (fixture)
 from tests.receiver.conftest import SECRET, post_signed
 from tests.spec_server import SpecServer
 from tests.waiting import wait_until
-from webhook_receiver.inbox import Inbox
+from webhook_receiver.envelope import Envelope
+from webhook_receiver.inbox import INBOX_URL_ENV, Inbox
 from webhook_receiver.server import ReceiverServer
 from webhook_receiver.settings import ReceiverSettings
 from webhook_receiver.signatures import read_secrets_file
@@ -38,16 +40,20 @@ ROOT = Path(__file__).resolve().parents[2]
 UNREADABLE_CREATED_AT = "22/11/2026 10:00"  # what a receiver before the envelope check stored as it came
 
 
-def _store_as_an_older_receiver_did(inbox_path: Path, event_id: str, org_id: str) -> None:
-    body = json.dumps({"id": event_id, "event": "kol.updated", "created_at": UNREADABLE_CREATED_AT,
-                       "data": {"id": "kol_whoever"}, "organization_id": org_id}).encode()
-    with sqlite3.connect(inbox_path) as conn:
-        conn.execute(
-            "INSERT INTO events (id, event, created_at, organization_id, received_at, payload, known_event)"
-            " VALUES (?, 'kol.updated', ?, ?, '2026-11-22T10:00:01.000000Z', ?, 1)",
-            (event_id, UNREADABLE_CREATED_AT, org_id, body),
-        )
-    conn.close()
+@pytest.fixture(autouse=True)
+def on_both_stores(inbox_store: InboxStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here runs on the SQLite inbox and on Postgres (COMMOPS_INBOX_URL for the receiver,
+    the job, the sensors and the commands alike)."""
+    if inbox_store.url:
+        monkeypatch.setenv(INBOX_URL_ENV, inbox_store.url)
+
+
+def _store_as_an_older_receiver_did(inbox: Inbox, event_id: str, org_id: str) -> None:
+    """An event whose created_at cannot be read, stored as a receiver before the envelope check did."""
+    as_sent = {"id": event_id, "event": "kol.updated", "created_at": UNREADABLE_CREATED_AT,
+               "data": {"id": "kol_whoever"}, "organization_id": org_id}
+    unchecked = Envelope(event_id, "kol.updated", datetime.now(UTC), as_sent["data"], org_id, as_sent)
+    assert inbox.add(json.dumps(as_sent).encode(), unchecked)
 
 
 def _commops(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -70,7 +76,7 @@ def test_a_bad_event_in_a_stream_is_quarantined_named_and_retryable_while_every_
     stack.change(lambda conn, org: new_kol(conn, org, "Bo Carver"))
     stack.wait_for_events(2)
     bad_id = "wh_evt_stored_by_an_older_receiver"
-    _store_as_an_older_receiver_did(stack.receiver.settings.inbox_path, bad_id, stack.service.org_id)
+    _store_as_an_older_receiver_did(stack.inbox, bad_id, stack.service.org_id)
     naive = {"id": "wh_evt_naive_created_at", "event": "kol.updated", "created_at": "2026-11-22T10:00:00",
              "data": {"id": first["id"]}, "organization_id": stack.service.org_id}
     [secret] = read_secrets_file(stack.receiver.settings.secrets_file).values()
@@ -138,7 +144,7 @@ def test_an_event_whose_kol_refetch_fails_fails_alone_is_quarantined_at_max_atte
     troubled = events[1]["id"]
     server.fail_detail(kol_ids[1], times=2)  # GET /v1/kols/{id} of that KOL alone answers 400, twice
     job = defs.resolve_job_def(APPLY_WEBHOOK_EVENTS)
-    inbox = Inbox(receiver.settings.inbox_path, max_attempts=2)
+    inbox = Inbox(receiver.settings.inbox_location, max_attempts=2)
 
     def run(event_ids: list[str]) -> dg.ExecuteInProcessResult:
         with api_key_in_env(server.api_key):

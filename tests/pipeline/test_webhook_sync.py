@@ -93,7 +93,8 @@ def test_a_run_that_fails_midway_leaves_its_events_pending_and_a_retry_under_a_n
     assert stack.execute(second).success
     assert stack.query(f"SELECT tier, attempts FROM kols JOIN webhook_events w ON true WHERE kols.id = '{a['id']}' LIMIT 1") == [("tier_2", 1)]
     assert stack.inbox.counts() == {
-        "total": 2, "pending": 0, "backing_off": 0, "failing": 0, "quarantined": 0, "applied": 2, "unknown_event": 0
+        "total": 2, "pending": 0, "backing_off": 0, "failing": 0, "claimed": 0, "quarantined": 0, "applied": 2,
+        "unknown_event": 0,
     }
 
 
@@ -182,3 +183,26 @@ def test_commops_events_apply_applies_every_pending_event_in_process(stack: Stac
     assert stack.query(f"SELECT full_name FROM kols WHERE id = '{kol['id']}'") == [("Hal Price",)]
     status = CliRunner().invoke(main, ["events", "status", "--data-dir", str(stack.data_dir)], catch_exceptions=False)
     assert "pending 0" in status.output and "applied 1" in status.output
+
+
+def test_a_run_never_applies_an_event_another_run_holds_and_a_later_run_takes_it_once_released(stack: Stack) -> None:
+    kol = stack.change(lambda conn, org: new_kol(conn, org, "Hal Ives"))
+    [event] = stack.wait_for_events(1)
+    request = stack.tick().run_requests[0]
+    assert [e.id for e in stack.inbox.claim([event.id], "another-run")] == [event.id]  # e.g. `commops events apply`
+
+    held = stack.execute(request)
+    assert held.success
+    assert stack.query("SELECT count(*) FROM webhook_events") == [(0,)]  # not this run's to apply
+    [after] = stack.inbox.get([event.id])
+    assert (after.applied_at, after.attempts, after.claimed_by) == (None, 0, "another-run")
+    assert stack.tick().run_requests == []  # held: not ready for anyone else
+
+    stack.inbox.mark_failed([event.id], "worker lost", run_id="another-run")  # the other run gives it up
+    stack.end_waits()
+    run = stack.apply_pending()
+    assert stack.query(f"SELECT w.run_id, w.status, k.full_name FROM webhook_events w, kols k WHERE k.id = '{kol['id']}'") == [
+        (run.run_id, "applied", "Hal Ives")
+    ]
+    [done] = stack.inbox.get([event.id])
+    assert done.applied_at is not None and done.claimed_by is None

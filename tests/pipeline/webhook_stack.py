@@ -52,7 +52,7 @@ class Stack:
 
     @property
     def inbox(self) -> Inbox:
-        return Inbox(self.receiver.settings.inbox_path)
+        return Inbox(self.receiver.settings.inbox_location)
 
     def change(self, action: Callable[[sqlite3.Connection, str], Any]) -> Any:
         """Run `action(conn, org_id)` in one service transaction (its outbox events are delivered)."""
@@ -67,10 +67,8 @@ class Stack:
 
     def end_waits(self) -> None:
         """As if the wait after each failed attempt were over (the inbox's retry_after in the past)."""
-        conn = sqlite3.connect(self.receiver.settings.inbox_path)
-        with conn:
-            conn.execute("UPDATE events SET retry_after = '2000-01-01T00:00:00.000000Z' WHERE retry_after IS NOT NULL")
-        conn.close()
+        with self.inbox as inbox, inbox._store.transaction() as cursor:  # whichever store the receiver uses
+            cursor.execute("UPDATE {events} SET retry_after = '2000-01-01T00:00:00.000000Z' WHERE retry_after IS NOT NULL")
 
     def wait_for_events(self, count: int, timeout: float = 20.0) -> list:
         """The inbox's pending events once at least `count` are pending."""

@@ -7,6 +7,9 @@ starts is stopped at teardown. Helpers build envelopes and sign them as the serv
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +25,7 @@ from webhook_receiver.signatures import sign
 from tests.waiting import wait_until  # noqa: F401 (re-exported for the tests importing it from here)
 
 SECRET = "s1-" + "a" * 61
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def envelope(event: str = "kol.updated", event_id: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -46,6 +50,36 @@ def signed_headers(secret: str, body: bytes) -> dict[str, str]:
 def post_signed(client: httpx.Client, url: str, env: dict[str, Any], secret: str = SECRET) -> httpx.Response:
     body = body_of(env)
     return client.post(url, content=body, headers=signed_headers(secret, body))
+
+
+def start_receiver_process(port: int, data_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`commops receiver run` in a process of its own on 127.0.0.1:`port` (COMMOPS_WEBHOOK_SECRETS=SECRET
+    unless `env` says otherwise), returned once /healthz answers; the caller stops it."""
+    process = launch_receiver_process(port, data_dir, env)
+    wait_for_receiver(process, port)
+    return process
+
+
+def launch_receiver_process(port: int, data_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """start_receiver_process without the wait: several receivers start at once, then `wait_for_receiver`."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "COMMOPS_WEBHOOK_SECRETS": SECRET, **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "receiver", "run", "--host", "127.0.0.1", "--port", str(port),
+         "--data-dir", str(data_dir)],
+        env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+
+
+def wait_for_receiver(process: subprocess.Popen, port: int) -> None:
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"the receiver exited: {process.stderr.read().decode()}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(healthy, timeout=30, interval=0.05, what=f"the receiver on port {port}")
 
 
 @pytest.fixture

@@ -6,52 +6,22 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import httpx
 
-from tests.receiver.conftest import SECRET, envelope, post_signed, wait_until
+from tests.receiver.conftest import envelope, post_signed, start_receiver_process, wait_until
+from tests.service.webhook_support import free_port
 from webhook_receiver.inbox import Inbox
 
-ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = 4
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _start(port: int, data_dir: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COMMOPS_WEBHOOK_SECRETS": SECRET}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "receiver", "run", "--host", "127.0.0.1", "--port", str(port),
-         "--data-dir", str(data_dir)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"the receiver exited: {process.stderr.read().decode()}")
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(healthy, timeout=30, interval=0.05)
-    return process
-
-
 def test_every_acknowledged_event_survives_a_sigkill_mid_stream(tmp_path: Path) -> None:
-    port, data_dir = _free_port(), tmp_path / "data"
+    port, data_dir = free_port(), tmp_path / "data"
     url = f"http://127.0.0.1:{port}/webhooks/commops"
-    process = _start(port, data_dir)
+    process = start_receiver_process(port, data_dir)
     acknowledged: list[str] = []
     unacknowledged: list[dict] = []
     lock = threading.Lock()
@@ -95,7 +65,7 @@ def test_every_acknowledged_event_survives_a_sigkill_mid_stream(tmp_path: Path) 
     assert stored == set(acknowledged), f"{len(set(acknowledged) - stored)} acknowledged events were lost"
 
     # Restarted, the receiver takes the retries of the interrupted deliveries, each once.
-    restarted = _start(port, data_dir)
+    restarted = start_receiver_process(port, data_dir)
     try:
         with httpx.Client(timeout=5) as client:
             for env in unacknowledged:
