@@ -1,4 +1,5 @@
-"""Fixtures every test package may use: one real PostgreSQL server per session (tests/postgres.py)."""
+"""Fixtures every test package may use: one real PostgreSQL server per session (tests/postgres.py), one S3 API
+server per session (tests/s3.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.postgres import PostgresServer, PostgresUnavailable, running_postgres
+from tests.s3 import S3Server, running_s3
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +23,10 @@ def postgres() -> Iterator[PostgresServer]:
         if os.environ.get("CI"):
             pytest.fail(str(missing))
         pytest.skip(str(missing))
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """An S3 API server (moto) on 127.0.0.1 for the session (take a bucket of your own: create_bucket)."""
+    with running_s3() as server:
+        yield server
