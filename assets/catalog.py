@@ -23,8 +23,8 @@ from resources.commops_api import ListSource
 class ChildTable:
     """A flattened child table rebuilt for the parent ids each merge touches.
 
-    `select_sql` selects the child rows from the parent table aliased `p`, restricted by the
-    caller to the merged ids; `columns` are (name, DuckDB type, comment).
+    `select_sql` selects the child rows from `{parents}`, the parent rows the caller gives (those a
+    merge wrote), aliased `p`; `columns` are (name, DuckDB type, comment).
     """
 
     name: str
@@ -58,6 +58,9 @@ class ResourceSpec:
     # The version of a row, compared field by field (a NULL on either side defers to the next field):
     # merges keep the newer version. FETCHED_AT (when this process received the row) is the last word.
     version: tuple[str, ...] = (FETCHED_AT,)
+    # Fields recording when a row was received rather than what it says: an unchanged row brought again
+    # differs only in them, and is left in place (resources/warehouse.py, the row digest).
+    observed: tuple[str, ...] = (FETCHED_AT,)
     required: tuple[str, ...] = ("id",)  # fields the spec guarantees; every other field may be absent
     enums: dict[str, tuple[str, ...]] = field(default_factory=dict)  # SQL expression -> allowed values
     # SQL expression over the table aliased `t` yielding referenced product ids, one per row (unnest)
@@ -138,7 +141,7 @@ PRODUCTS = ResourceSpec(
             ),
             select_sql=(
                 "SELECT p.id, e.key, e.value.status, e.value.clearance_number, e.value.ce_mark "
-                "FROM products p, unnest(map_entries(p.market_status)) AS u(e)"
+                "FROM {parents} p, unnest(map_entries(p.market_status)) AS u(e)"
             ),
         ),
     ),
@@ -167,7 +170,7 @@ SIGNALS = ResourceSpec(
             ),
             select_sql=(
                 "SELECT p.id, r.product_id, r.product_name, r.relevance_type, r.relevance_score "
-                "FROM signals p, unnest(p.product_relevance) AS u(r)"
+                "FROM {parents} p, unnest(p.product_relevance) AS u(r)"
             ),
         ),
     ),
@@ -188,6 +191,7 @@ KOL_DETAILS = ResourceSpec(
     ),
     sort=None,
     version=("updated_at", "enriched_at"),
+    observed=("enriched_at", FETCHED_AT),
     required=("id", "updated_at", "enriched_at"),
 )
 # Detail fields already stored in `kols` (list shape), so not unknown: not copied to _extra.

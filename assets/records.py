@@ -13,6 +13,7 @@ metadata.
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -20,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 from commops_spec.timestamps import UnreadableTimestamp, format_timestamp, parse_timestamp
 
@@ -126,6 +128,12 @@ class RecordConverter:
         self._defaults = dict(defaults or {})
         self._drifts = _drift_check(self._struct)
         self.unreadable: Counter[str] = Counter()
+        self._page_schema = _page_item_type(self._data_schema) if not self._ignored else None
+        if self._page_schema is not None:
+            envelope = pa.schema([("data", pa.list_(self._page_schema)), ("meta", _PAGE_META)])
+            self._page_parse = pa_json.ParseOptions(
+                explicit_schema=envelope, unexpected_field_behavior="infer", newlines_in_values=True
+            )
 
     def _split(self, record: Mapping[str, Any]) -> dict[str, Any]:
         if self._ignored:
@@ -139,6 +147,36 @@ class RecordConverter:
                 known[key] = value
         known[EXTRA_COLUMN] = json.dumps(extra, sort_keys=True, default=str) if extra else None
         return known
+
+    def decode_page(self, body: bytes) -> tuple[pa.RecordBatch, dict[str, Any]] | None:
+        """A list page's items straight from the response bytes, and its meta, without Python objects:
+        pyarrow's JSON reader against this schema (it releases the GIL, so pages decode on the second
+        core while the main thread writes). None when the page needs the dict path: an unknown field at
+        any depth, a value of another type, a timestamp the vectorized cast cannot read, a map field."""
+        if self._page_schema is None:
+            return None
+        try:
+            table = pa_json.read_json(io.BytesIO(body), read_options=_PAGE_READ, parse_options=self._page_parse)
+            data, meta = table.column("data"), table.column("meta").to_pylist()[0]
+        except (*_CONVERSION_ERRORS, KeyError, IndexError):
+            return None
+        items = data.combine_chunks().flatten() if data.num_chunks else None
+        if items is None or not isinstance(meta, dict) or items.type != self._page_schema:
+            return None  # inferred extra fields, or no page at all: the dict path keeps what is unknown
+        try:
+            columns = [self._page_column(items, f) for f in self.schema]
+        except _CONVERSION_ERRORS:
+            return None
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema), meta
+
+    def _page_column(self, items: pa.StructArray, f: pa.Field) -> pa.Array:
+        index = self._page_schema.get_field_index(f.name)
+        if index < 0:  # _extra, _fetched_at: not sent by the API
+            return pa.nulls(len(items), f.type)
+        column = _cast_column(pa.chunked_array([items.field(index)]), f.type).combine_chunks()
+        if f.name in self._defaults:
+            column = pc.fill_null(column, pa.scalar(self._defaults[f.name], f.type))
+        return column
 
     def to_batch(self, records: Iterable[Mapping[str, Any]]) -> pa.RecordBatch:
         rows = [self._split(r) for r in records]
@@ -187,6 +225,29 @@ class RecordConverter:
                     self._count(path, nested)
         else:
             self.unreadable[path] += 1
+
+
+_PAGE_READ = pa_json.ReadOptions(use_threads=False, block_size=64 << 20)
+_PAGE_META = pa.struct([("page", pa.int64()), ("per_page", pa.int64()), ("total", pa.int64()), ("total_pages", pa.int64())])
+
+
+def _page_item_type(schema: pa.Schema) -> pa.StructType | None:
+    """The struct type of a list item as JSON carries it (timestamps as strings), the sync's own columns
+    (`_...`) left out; None for a schema with a map (JSON objects read as structs, not maps)."""
+    fields = [pa.field(f.name, _stringly(f.type)) for f in schema if not f.name.startswith("_")]
+    if any(_has_map(f.type) for f in fields):
+        return None
+    return pa.struct(fields)
+
+
+def _has_map(type_: pa.DataType) -> bool:
+    if pa.types.is_map(type_):
+        return True
+    if pa.types.is_struct(type_):
+        return any(_has_map(f.type) for f in type_)
+    if pa.types.is_list(type_):
+        return _has_map(type_.value_type)
+    return False
 
 
 def _cast_column(column: pa.ChunkedArray, type_: pa.DataType) -> pa.ChunkedArray:

@@ -1,12 +1,14 @@
 """Many organizations synced with 1 and with 2 parallel runs against the local service (issue 20).
 
-    .venv/bin/python benchmarks/orgs_parallel.py [--orgs 4] [--kols 20000] [--rounds 3]
+    .venv/bin/python benchmarks/orgs_parallel.py [--orgs 4] [--kols 20000] [--rounds 3] [--latency-ms 0]
 
 Seeds `--orgs` organizations of `--kols` KOLs each (campaigns, products and signals scaled alike) into
 one service database, served without rate limits in its own process, registers them (`commops orgs
 add`, one key variable each), then alternates, `--rounds` times: `commops sync --all --max-parallel 1`
 and `--max-parallel 2`, each into a fresh data directory (SQLite Dagster home, as the README's path).
 Each organization's sync is its own process (a run worker): its peak RSS is its own VmHWM.
+`--latency-ms` makes every request of the service take that long (a remote service: the sync waits on
+the network, not on this machine's two cores, which the local service otherwise shares with the syncs).
 
 Prints, per parallelism: median wall time of the whole --all, runs per minute, the per-organization
 run time and peak RSS, and the ratio of the two wall times. Dagster's fixed cost per run on Postgres
@@ -23,12 +25,36 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.nightly_sync import serving  # noqa: E402
+SERVE = """
+import sys
+from service.server import ServiceServer
+from service.settings import ServiceSettings
+latency = float(sys.argv[2])
+faults = {"fault_slow_rate": 1.0, "fault_slow_seconds": latency} if latency else {}
+server = ServiceServer(ServiceSettings(db=sys.argv[1], rate_limits_enabled=False, **faults)).start()
+print(server.base_url, flush=True)
+sys.stdin.read()
+server.stop()
+"""
+
+
+@contextmanager
+def serving(db_path: Path, latency: float) -> Iterator[str]:
+    """The service on `db_path` in its own process, every request taking at least `latency` s; its base URL."""
+    server = subprocess.Popen([sys.executable, "-c", SERVE, str(db_path), str(latency)], cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        yield server.stdout.readline().strip()
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
 
 
 def seed(directory: Path, orgs: int, kols: int) -> tuple[Path, dict[str, str]]:
@@ -74,18 +100,20 @@ def main() -> None:
     parser.add_argument("--orgs", type=int, default=4)
     parser.add_argument("--kols", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="added to every request of the service")
     args = parser.parse_args()
     print("command:", " ".join([os.path.relpath(sys.executable), *sys.argv]), flush=True)
     with tempfile.TemporaryDirectory(prefix="commops-orgs-") as tmp:
         db, keys = seed(Path(tmp), args.orgs, args.kols)
         results: dict[int, list[dict]] = {1: [], 2: []}
-        with serving(db) as base_url:
+        with serving(db, args.latency_ms / 1000) as base_url:
             for round_ in range(args.rounds):
                 for parallel in (1, 2):
                     result = sync_all(base_url, keys, Path(tmp) / f"data-{round_}-{parallel}", parallel)
                     results[parallel].append(result)
                     print(f"round {round_ + 1}, --max-parallel {parallel}: {result['wall']:.1f}s", flush=True)
-    print(f"\n== {args.orgs} organizations x {args.kols:,} KOLs, commops sync --all, medians of {args.rounds} ==")
+    latency = f", {args.latency_ms:g} ms per request" if args.latency_ms else ", a local service (no added latency)"
+    print(f"\n== {args.orgs} organizations x {args.kols:,} KOLs{latency}, commops sync --all, medians of {args.rounds} ==")
     walls = {}
     for parallel, rounds in results.items():
         walls[parallel] = statistics.median(r["wall"] for r in rounds)

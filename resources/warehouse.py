@@ -37,9 +37,13 @@ LOCK_FILE = "warehouse.lock"
 ORG_COLUMN = "org"  # every table's first key column: the organization (commops orgs) the row belongs to
 ORG_COMMENT = "Organization the row belongs to (commops orgs list; `default` in a single-organization setup)"
 LOAD_COLUMNS = (
-    ("_snapshot_date", "DATE", "Snapshot date (the day the run read it) of the snapshot the row was last loaded from"),
+    ("_snapshot_date", "DATE", "Snapshot date (the day the run read it) of the latest snapshot holding the row"),
     ("_loaded_at", "TIMESTAMPTZ", "Time the sync wrote this version of the row (UTC)"),
 )
+# A hash of a row's content (every field but those recording when it was observed): a load bringing the
+# row unchanged leaves it in place and only moves its _snapshot_date.
+DIGEST_COLUMN = "_digest"
+DIGEST_COMMENT = "Hash of the row's content (every field but when it was received): tells an unchanged row"
 
 # Also a plain Python logger, so in-process runs (`commops sync`) can show lock waits on the terminal.
 _logger = logging.getLogger("commops.warehouse")
@@ -49,7 +53,7 @@ class ChildSpec(Protocol):
     name: str
     description: str
     columns: tuple[tuple[str, str, str], ...]  # (name, DuckDB type, comment); the first is the parent's id
-    select_sql: str  # child rows selected from the parent table aliased `p`
+    select_sql: str  # child rows selected from `{parents}` (the parent rows to expand), aliased `p`
 
     @property
     def parent_key(self) -> str: ...
@@ -61,6 +65,7 @@ class TableSpec(Protocol):
     table: str
     key: str
     version: tuple[str, ...]  # compared field by field; a NULL on either side defers to the next
+    observed: tuple[str, ...]  # fields recording when a row was received, not what it says (left out of its digest)
     schema: pa.Schema
     description: str
     children: tuple[ChildSpec, ...]
@@ -112,6 +117,7 @@ class WarehouseSession:
         `default`'s (nothing is dropped)."""
         wanted = {ORG_COLUMN: "VARCHAR"} | {f.name: column_type(f) for f in spec.schema}
         wanted.update({name: type_ for name, type_, _ in LOAD_COLUMNS})
+        wanted[DIGEST_COLUMN] = "UBIGINT"
         existing = self._columns(spec.table)
         if existing and ORG_COLUMN not in existing:
             self._adopt_single_org(spec.table, f"{ORG_COLUMN}, {spec.key}")
@@ -125,6 +131,8 @@ class WarehouseSession:
                     self.conn.execute(f'ALTER TABLE {spec.table} ADD COLUMN "{name}" {type_}')
                 elif type_ == "JSON" and existing[name] != "JSON":  # tables made before _extra was JSON
                     self.conn.execute(f'ALTER TABLE {spec.table} ALTER COLUMN "{name}" TYPE JSON')
+            if DIGEST_COLUMN not in existing:  # rows written before digests: hashed once, as a load would
+                self.conn.execute(f"UPDATE {spec.table} SET {DIGEST_COLUMN} = {_digest(spec)}")
         for child in spec.children:
             wanted_child = [(ORG_COLUMN, "VARCHAR")] + [(name, type_) for name, type_, _ in child.columns]
             wanted_child += [(name, type_) for name, type_, _ in LOAD_COLUMNS]
@@ -167,8 +175,10 @@ class WarehouseSession:
         One rule decides which version of a row is newer, between two incoming rows as between an
         incoming row and the table's: `spec.version`, compared field by field, a NULL on either side
         deferring to the next field (`_not_older`); when every field ties, the incoming row wins.
-        Child tables are rebuilt for the ids written. Returns the number of rows written. Runs in one
-        transaction: the one write path into current-state tables, nightly and incremental alike.
+        A winning row whose content is the table's (same `_digest`) is left in place: only its
+        `_snapshot_date` moves (a second night rewrites only what changed). Child tables are rebuilt for
+        the ids written. Returns the number of rows written. Runs in one transaction: the one write path
+        into current-state tables, nightly and incremental alike.
         """
         key = spec.key
         conn = self.conn
@@ -182,12 +192,21 @@ class WarehouseSession:
         try:
             if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
                 source = self._newest_per_key(spec, source)
-            # Only ids and versions are compared; the wide rows stream from the source once.
+            source = f"(SELECT *, {_digest(spec)} AS {DIGEST_COLUMN} FROM {source})"
+            # Only ids, versions and digests are compared; the wide rows stream from the source once.
             conn.execute(
-                f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT i.{key} AS id FROM {source} i "
+                f"CREATE OR REPLACE TEMP TABLE _merged AS SELECT i.{key} AS id, "
+                f"coalesce(t.{DIGEST_COLUMN} = i.{DIGEST_COLUMN}, false) AS unchanged FROM {source} i "
                 f"LEFT JOIN (SELECT * FROM {spec.table} WHERE {this_org}) t ON t.{key} = i.{key} "
                 f"WHERE t.{key} IS NULL OR {_not_older(spec.version, 'i', 't')}"
             )
+            conn.execute("CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT id FROM _merged WHERE NOT unchanged")
+            if snapshot_date is not None:  # unchanged rows stay as they are; the snapshot that holds them moves
+                for table, key_column in [(spec.table, key), *((c.name, c.parent_key) for c in spec.children)]:
+                    conn.execute(
+                        f"UPDATE {table} SET _snapshot_date = {stamp} WHERE {this_org} AND {key_column} IN "
+                        f"(SELECT id FROM _merged WHERE unchanged) AND _snapshot_date IS DISTINCT FROM {stamp}"
+                    )
             conn.execute(f"DELETE FROM {spec.table} WHERE {this_org} AND {key} IN (SELECT id FROM _merged_ids)")
             conn.execute(
                 f"INSERT INTO {spec.table} BY NAME SELECT i.* FROM {source} i "
@@ -196,7 +215,7 @@ class WarehouseSession:
             for child in spec.children:
                 self._rebuild_child(spec.table, child, org)
             written = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
-            conn.execute("DROP TABLE _merged_ids")
+            conn.execute("DROP TABLE _merged_ids; DROP TABLE _merged")
             conn.execute("DROP TABLE IF EXISTS _repeated; DROP TABLE IF EXISTS _beaten")
             conn.execute("COMMIT")
         except BaseException:
@@ -284,12 +303,12 @@ class WarehouseSession:
         )
         names = [name for name, _, _ in child.columns]
         carried = [ORG_COLUMN] + [name for name, _, _ in LOAD_COLUMNS]
+        written = f"(SELECT * FROM {parent} WHERE {this_org} AND id IN (SELECT id FROM _merged_ids))"
         self.conn.execute(
             f"INSERT INTO {child.name} ({', '.join(carried + names)}) "
             f"SELECT {', '.join(f'parent.{name}' for name in carried)}, c.* "
-            f"FROM ({child.select_sql} WHERE p.{ORG_COLUMN} = {sql_literal(org)} AND p.id IN (SELECT id FROM _merged_ids)) "
-            f"AS c({', '.join(names)}) "
-            f"JOIN {parent} parent ON parent.{ORG_COLUMN} = {sql_literal(org)} AND parent.id = c.{child.parent_key}"
+            f"FROM ({child.select_sql.format(parents=written)}) AS c({', '.join(names)}) "
+            f"JOIN {written} parent ON parent.id = c.{child.parent_key}"
         )
 
     def _comment(self, spec: TableSpec) -> None:
@@ -300,6 +319,7 @@ class WarehouseSession:
         for name, _, text in LOAD_COLUMNS:
             execute(f'COMMENT ON COLUMN {spec.table}."{name}" IS {sql_literal(text)}')
         execute(f'COMMENT ON COLUMN {spec.table}."{ORG_COLUMN}" IS {sql_literal(ORG_COMMENT)}')
+        execute(f'COMMENT ON COLUMN {spec.table}."{DIGEST_COLUMN}" IS {sql_literal(DIGEST_COMMENT)}')
         for child in spec.children:
             execute(f"COMMENT ON TABLE {child.name} IS {sql_literal(child.description)}")
             execute(f'COMMENT ON COLUMN {child.name}."{ORG_COLUMN}" IS {sql_literal(ORG_COMMENT)}')
@@ -307,6 +327,12 @@ class WarehouseSession:
                 execute(f"COMMENT ON COLUMN {child.name}.{name} IS {sql_literal(text)}")
             for name, _, text in LOAD_COLUMNS:
                 execute(f'COMMENT ON COLUMN {child.name}."{name}" IS {sql_literal(text + " (of the parent row)")}')
+
+
+def _digest(spec: TableSpec) -> str:
+    """SQL: the row's digest, a hash of every schema field but those recording when it was received."""
+    content = [f'"{f.name}"' for f in spec.schema if f.name not in spec.observed]
+    return f"hash({', '.join(content)})"
 
 
 def _not_older(version: tuple[str, ...], incoming: str, existing: str) -> str:

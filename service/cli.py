@@ -210,6 +210,7 @@ def seed(db: Path, org_id: str, kols: int, campaigns: int, products: int, signal
     import time
 
     from service.seed import seed as run_seed
+    from service.seed_writer import SeedWriterError
 
     _existing_db(db)
     started = time.perf_counter()
@@ -217,7 +218,7 @@ def seed(db: Path, org_id: str, kols: int, campaigns: int, products: int, signal
         counts = run_seed(db, org_id, kols=kols, campaigns=campaigns, products=products, signals=signals,
                           events=events, random_seed=random_seed, reference_end=reference_end,
                           progress=lambda stage, done, total: click.echo(f"  {stage}: {done}/{total}", err=True))
-    except ValueError as exc:
+    except (ValueError, SeedWriterError) as exc:
         raise click.ClickException(str(exc)) from None
     for table, count in counts.items():
         click.echo(f"{table}\t{count}")

@@ -4,7 +4,8 @@
 
 Same random_seed, same organization and same starting state give the same rows: values
 come from a `random.Random` seeded with (random_seed, rows the org already holds), ids
-from a second one that also mixes in the org id (ids are global primary keys), and
+from a second one that also mixes in the org id (ids are global primary keys; within a
+run they increase, see _Generator.id_bits), and
 timestamps from the two years before a reference end: the start of the seeding day (UTC)
 unless `reference_end` is given, so a fresh demo has last month's activity and two runs on
 one day (or with one reference_end) write identical rows.
@@ -12,9 +13,11 @@ Seeding an organization that already has data adds more rows with fresh ids.
 
 The defaults give a small dataset in which every enum value and every list filter of the
 API has matches (the first rows of each resource cycle through the enum values).
-Rows are written with bulk SQL (service/store/seeding.py) in one transaction per chunk and
-emit no webhook events: a seed is a bulk load, not activity. Derived KOL fields are then
-computed by the same set-based metrics.refresh_kol_metrics the API uses.
+Rows are generated in chunks and written with bulk SQL (service/store/seeding.py) by
+service/seed_writer.py, from a child process beside the generation when the seed is LARGE;
+they emit no webhook events: a seed is a bulk load, not activity. Derived KOL fields are then
+computed by the same set-based metrics.refresh_kol_metrics the API uses. Memory stays flat:
+a chunk at a time, and about 20 bytes for each KOL written (see _Kols).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import random
 import re
 import sqlite3
 import unicodedata
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -43,7 +47,8 @@ from commops_spec.constants import (
     SIGNAL_SOURCES,
 )
 from service import seed_vocab as V
-from service.store import db, metrics, seeding
+from service.seed_writer import Writer, open_writer
+from service.store import db, seeding
 
 Progress = Callable[[str, int, int], None]
 
@@ -57,6 +62,7 @@ RECENT = timedelta(days=29)
 _RECENT_CAMPAIGNS = len(CAMPAIGN_STATUSES)
 _RECENT_SIGNALS = 2 * len(IMPACT_LEVELS)
 _KOL_CHUNK = 10_000
+LARGE = 20_000  # KOLs and signals from which a child process writes beside the generation (service/seed_writer.py)
 _CAMPAIGN_CHUNK = 1_000
 _SIGNAL_CHUNK = 10_000
 
@@ -106,13 +112,14 @@ def seed(
         if not seeding.org_exists(conn, org_id):
             raise ValueError(f"organization {org_id!r} does not exist in {db_path}; create it first (create-org)")
         end = reference_end_for(datetime.now(UTC)) if reference_end is None else _naive_utc(reference_end)
-        gen = _Generator(conn, org_id, random_seed, end, progress or (lambda *_: None))
-        gen.write_products(products)
-        gen.write_events(events)
-        gen.write_kols(kols)
-        gen.write_campaigns(campaigns)
-        gen.write_signals(signals)
-        gen.refresh_derived_fields()
+        with open_writer(db_path, large=kols + signals >= LARGE) as writer:
+            gen = _Generator(conn, writer, org_id, random_seed, end, progress or (lambda *_: None))
+            gen.write_products(products)
+            gen.write_events(events)
+            gen.write_kols(kols)
+            gen.write_campaigns(campaigns)
+            gen.write_signals(signals)
+            gen.refresh_derived_fields()
         return dict(gen.counts)
     finally:
         conn.close()
@@ -131,15 +138,65 @@ class _FastRandom(random.Random):
     def randint(self, a: int, b: int) -> int:
         return a + int(self.random() * (b - a + 1))
 
+    def below(self, n: int) -> int:
+        """The index choice() would pick from a sequence of n items."""
+        return int(self.random() * n)
 
-@dataclass
-class _Kol:
-    """What later stages need to know about a KOL written by this run."""
 
-    id: str
-    email_lower: str
-    propensity: int  # index into ENGAGEMENT_LEVELS: 0 high, 1 medium, 2 low
-    is_archived: bool
+class _Kols:
+    """What later stages need to know about the KOLs this run wrote, a few bytes each (a million
+    KOLs take about 20 MB): id, email (its name-and-domain key and number, see _Emails),
+    engagement propensity, and the positions of the active ones (campaign audiences)."""
+
+    def __init__(self) -> None:
+        self.id_bits, self.email_keys, self.email_numbers = array("Q"), array("I"), array("I")
+        self.propensities = array("b")  # index into ENGAGEMENT_LEVELS: 0 high, 1 medium, 2 low
+        self.active = array("I")
+
+    def add(self, id_bits: int, email_key: int, email_number: int, propensity: int, archived: bool) -> None:
+        if not archived:
+            self.active.append(len(self.id_bits))
+        self.id_bits.append(id_bits)
+        self.email_keys.append(email_key)
+        self.email_numbers.append(email_number)
+        self.propensities.append(propensity)
+
+    def __len__(self) -> int:
+        return len(self.id_bits)
+
+    def id(self, position: int) -> str:
+        return _kol_id(self.id_bits[position])
+
+    def email(self, position: int) -> str:
+        return _Emails.address(self.email_keys[position], self.email_numbers[position])
+
+
+class _Emails:
+    """Unique KOL emails, first.last@domain, then first.last2@domain, ...: the number each
+    (first name, last name, domain) took last, in one array, and the organization's emails
+    from before this run (a seed adds to them)."""
+
+    def __init__(self, existing: set[str]):
+        self.existing = existing
+        self.last_number = array("I", bytes(4 * len(_FIRST_SLUGS) * len(_LAST_SLUGS) * len(_DOMAINS)))
+
+    @staticmethod
+    def key(first: int, last: int, domain: int) -> int:
+        return (first * len(_LAST_SLUGS) + last) * len(_DOMAINS) + domain
+
+    @staticmethod
+    def address(key: int, number: int) -> str:
+        names, domain = divmod(key, len(_DOMAINS))
+        first, last = divmod(names, len(_LAST_SLUGS))
+        return f"{_FIRST_SLUGS[first]}.{_LAST_SLUGS[last]}{number if number > 1 else ''}@{_DOMAINS[domain]}"
+
+    def take(self, key: int) -> int:
+        """The number of the next free address of `key`."""
+        number = self.last_number[key] + 1
+        while self.existing and self.address(key, number) in self.existing:
+            number += 1
+        self.last_number[key] = number
+        return number
 
 
 @dataclass
@@ -152,9 +209,10 @@ class _Event:
 class _Generator:
     """Generates and writes one seed run; later stages draw on what earlier ones wrote."""
 
-    def __init__(self, conn: sqlite3.Connection, org_id: str, random_seed: int, end: datetime,
+    def __init__(self, conn: sqlite3.Connection, writer: Writer, org_id: str, random_seed: int, end: datetime,
                  progress: Progress):
-        self.conn = conn
+        self.conn = conn  # reads what the organization holds already
+        self.writer = writer
         self.end = end  # naive UTC; every generated date is placed relative to it
         self.start = end - WINDOW
         self.org_id = org_id
@@ -163,17 +221,31 @@ class _Generator:
         existing = seeding.existing_row_count(conn, org_id)
         self.rng = _FastRandom(f"commops-seed:{random_seed}:{existing}")
         self._id_rng = random.Random(f"commops-seed-ids:{random_seed}:{org_id}:{existing}")
-        self.emails = seeding.existing_emails(self.conn, self.org_id)
+        self._last_id = self._id_rng.getrandbits(63)
+        self.emails = _Emails(seeding.existing_emails(self.conn, self.org_id))
         self.products = product_refs(self.conn, self.org_id)
         self.product_names = {name for _, name, _ in self.products}
+        # per family: names of the catalog, and brand-and-generation names not yet taken
+        self.family_names = {family: sum(name.endswith(f" {family}") for name in self.product_names)
+                             for family in _FAMILY_CATEGORY}
+        self.base_names_left = {family: sum(f"{brand}{generation} {family}" not in self.product_names
+                                            for brand in V.BRAND_STEMS for generation in _GENERATIONS)
+                                for family in _FAMILY_CATEGORY}
         self.lines = seeding.existing_product_lines(self.conn, self.org_id)
-        self.kols: list[_Kol] = []
+        self.kols = _Kols()
         self.events: list[_Event] = []
 
     # ---- small helpers -------------------------------------------------------------
 
+    def id_bits(self) -> int:
+        """The next id's 64 bits: a random start, then random steps up. Each id index then grows at
+        its end: random ids put every insert on a random page of a large index, which took a
+        million KOLs past five minutes. Steps of up to 2**20 from below 2**63 never reach 2**64."""
+        self._last_id += 1 + self._id_rng.getrandbits(20)
+        return self._last_id
+
     def new_id(self, prefix: str) -> str:
-        return f"{prefix}{self._id_rng.getrandbits(64):016x}"
+        return f"{prefix}{self.id_bits():016x}"
 
     def moment(self, start: datetime | None = None, end: datetime | None = None) -> datetime:
         start, end = start or self.start, end or self.end
@@ -183,9 +255,12 @@ class _Generator:
     def past_moment(self) -> datetime:
         return self.start + timedelta(microseconds=self.rng.randrange(_WINDOW_US))
 
-    def write(self, table: str, rows: list[tuple]) -> None:
-        seeding.insert_rows(self.conn, table, rows)
-        self.counts[table] += len(rows)
+    def write(self, batch: dict[str, list[tuple]]) -> None:
+        """Hand one chunk (rows per table, written together) to the writer."""
+        for table, rows in batch.items():
+            batch[table] = seeding.complete(table, rows)
+            self.counts[table] += len(rows)
+        self.writer.write(batch)
 
     # ---- products --------------------------------------------------------------------
 
@@ -220,23 +295,32 @@ class _Generator:
                 _DUMPS(market_status), _iso(created), _iso(updated),
             ))
             self.products.append((product_id, name, category))
-        with db.transaction(self.conn):
-            self.write("product_lines", new_lines)
-            self.write("products", rows)
+        self.write({"product_lines": new_lines, "products": rows})
         self.progress("products", n, n)
 
     def _product_name(self, family: str) -> str:
-        while True:
-            brand = self.rng.choice(V.BRAND_STEMS)
-            generation = self.rng.choice(("", " 2", " 3", " X", " Pro", " Ultra", " Evo", " Neo", " 4", " Elite"))
-            name = f"{brand}{generation} {family}"
-            if name not in self.product_names:
-                self.product_names.add(name)
-                return name
-            if len(self.product_names) > 50_000:  # keep names unique even for very large catalogs
-                name = f"{brand}{generation} {family} {len(self.product_names)}"
-                self.product_names.add(name)
-                return name
+        """A name not yet in the catalog: brand and generation ("Aurex Pro Insulin Pump") while
+        the family has such names left, then brand and model code ("Aurex G12 Insulin Pump")."""
+        if self.base_names_left[family]:
+            self.base_names_left[family] -= 1
+            while True:  # a free name exists, so this ends
+                name = f"{self.rng.choice(V.BRAND_STEMS)}{self.rng.choice(_GENERATIONS)} {family}"
+                if name not in self.product_names:
+                    break
+        else:
+            name = self._model_name(family)
+        self.product_names.add(name)
+        self.family_names[family] += 1
+        return name
+
+    def _model_name(self, family: str) -> str:
+        """A random free name of the family's model-code space, sized at least twice the names the
+        family already has: a random draw then probes on to the next free name, in a few steps."""
+        size = len(_MODEL_CODES) * math.ceil(2 * (self.family_names[family] + 1) / len(_MODEL_CODES))
+        index = self.rng.randrange(size)
+        while (name := _model_name(index, family)) in self.product_names:
+            index = (index + 1) % size
+        return name
 
     def _target_markets(self, i: int) -> list[str]:
         rng = self.rng
@@ -308,8 +392,7 @@ class _Generator:
             rows.append((event_id, self.org_id, name, kind, day.isoformat(), city, country, status,
                          _iso(created), _iso(updated)))
             self.events.append(_Event(event_id, day.isoformat(), status))
-        with db.transaction(self.conn):
-            self.write("events", rows)
+        self.write({"events": rows})
         self.progress("events", n, n)
 
     # ---- KOLs and their activity -------------------------------------------------------
@@ -321,9 +404,7 @@ class _Generator:
             batch = {t: [] for t in ("kols", "event_attendees", "interactions", "publications")}
             for i in range(start, min(n, start + _KOL_CHUNK)):
                 self._kol(i, batch, completed, other)
-            with db.transaction(self.conn):
-                for table, rows in batch.items():
-                    self.write(table, rows)
+            self.write(batch)
             self.progress("kols", min(n, start + _KOL_CHUNK), n)
 
     def _kol(self, i: int, batch: dict[str, list], completed: list[_Event], other: list[_Event]) -> None:
@@ -335,7 +416,8 @@ class _Generator:
             propensity = rng.choices((0, 1, 2), weights=((45, 40, 15), (25, 45, 30), (10, 35, 55))[
                 KOL_TIERS.index(tier)])[0]
         archived = i % 20 == 19
-        first, last = rng.choice(V.FIRST_NAMES), rng.choice(V.LAST_NAMES)
+        first_index, last_index = rng.below(len(V.FIRST_NAMES)), rng.below(len(V.LAST_NAMES))
+        first, last = V.FIRST_NAMES[first_index], V.LAST_NAMES[last_index]
         full_name = f"{first} {last}"
         inst = rng.choice(V.INSTITUTIONS)
         inst_name, city, state, postal, street, country, domain, phone_prefix = inst
@@ -350,18 +432,21 @@ class _Generator:
         title = rng.choices(_TITLE_TEMPLATES, weights=_TITLE_WEIGHTS)[0].format(dept=department, role=role)
         expertise_areas = rng.sample(expertise, min(len(expertise), rng.randint(2, 3)))
         research_interests = rng.sample(research, min(len(research), rng.randint(1, 2)))
-        email = self._unique_email(_SLUG[first], _SLUG[last], domain)
+        email_key = _Emails.key(first_index, last_index, _DOMAIN_INDEX[domain])
+        email_number = self.emails.take(email_key)
+        email = _Emails.address(email_key, email_number)
         tags = rng.sample(V.TAGS, rng.choice((0, 1, 1, 2, 2, 3))) if i >= len(V.TAGS) else [V.TAGS[i]]
         created = self.past_moment()
         updated = self.moment(created)
-        kol_id = self.new_id(ID_PREFIXES["kol"])
+        id_bits = self.id_bits()
+        kol_id = _kol_id(id_bits)
         n_pubs = rng.randint(*((4, 20), (1, 6), (0, 2))[KOL_TIERS.index(tier)])
         bio = (f"{full_name} is a {role.lower()} at {inst_name} ({department}) whose clinical work focuses on "
                f"{expertise_areas[0]}. Research interests include {', '.join(research_interests)}; "
                f"author of {n_pubs} indexed publications.")
         batch["kols"].append((
             kol_id, self.org_id, full_name, title, inst_name, department, _DUMPS(specialties),
-            _DUMPS(expertise_areas), _DUMPS(research_interests), tier, email, email.lower(),
+            _DUMPS(expertise_areas), _DUMPS(research_interests), tier, email, email,
             f"{phone_prefix} {rng.randint(100, 999)} {rng.randint(1000, 9999)}", street, city, state, postal,
             country, bio, rng.choice(V.NOTES) if rng.random() < 0.25 else None, _DUMPS(tags),
             f"https://www.linkedin.com/in/{_SLUG[first]}-{_SLUG[last]}-{rng.randint(1000, 99999)}"
@@ -369,20 +454,11 @@ class _Generator:
             f"@dr{_SLUG[last]}{rng.randint(1, 99)}" if rng.random() < 0.35 else None,
             1 if archived else 0, _iso(created), _iso(updated),
         ))
-        self.kols.append(_Kol(kol_id, email.lower(), propensity, archived))
+        self.kols.add(id_bits, email_key, email_number, propensity, archived)
         n_events, n_interactions = self._activity_counts(propensity, len(completed))
         self._attendance(kol_id, tier, n_events, completed, other, batch["event_attendees"])
         self._interactions(kol_id, created, n_interactions, propensity, batch["interactions"])
         self._publications(kol_id, research_interests, n_pubs, batch["publications"])
-
-    def _unique_email(self, first: str, last: str, domain: str) -> str:
-        base = f"{first}.{last}"
-        email, n = f"{base}@{domain}", 1
-        while email.lower() in self.emails:
-            n += 1
-            email = f"{base}{n}@{domain}"
-        self.emails.add(email.lower())
-        return email
 
     def _activity_counts(self, propensity: int, available_events: int) -> tuple[int, int]:
         """Attended events and interactions that put the engagement score (see metrics.py:
@@ -436,17 +512,14 @@ class _Generator:
     # ---- campaigns ---------------------------------------------------------------------
 
     def write_campaigns(self, n: int) -> None:
-        audience_pool = [k for k in self.kols if not k.is_archived]
         for start in range(0, n, _CAMPAIGN_CHUNK):
             batch: dict[str, list] = {"campaigns": [], "campaign_recipients": []}
             for i in range(start, min(n, start + _CAMPAIGN_CHUNK)):
-                self._campaign(i, audience_pool, batch)
-            with db.transaction(self.conn):
-                for table, rows in batch.items():
-                    self.write(table, rows)
+                self._campaign(i, batch)
+            self.write(batch)
             self.progress("campaigns", min(n, start + _CAMPAIGN_CHUNK), n)
 
-    def _campaign(self, i: int, pool: list[_Kol], batch: dict[str, list]) -> None:
+    def _campaign(self, i: int, batch: dict[str, list]) -> None:
         rng = self.rng
         ctype = CAMPAIGN_TYPES[i % len(CAMPAIGN_TYPES)] if i < 20 else rng.choices(
             CAMPAIGN_TYPES, weights=(25, 20, 15, 30, 10))[0]
@@ -467,7 +540,9 @@ class _Generator:
             "newsletter": f"{_sentence_case(topic)} newsletter – Q{(created.month - 1) // 3 + 1} {created.year}",
             "custom": f"Follow-up: {topic}",
         }[ctype]
-        members = rng.sample(pool, min(len(pool), int(rng.triangular(5, 120, 15)))) if pool else []
+        pool = self.kols.active  # drawn as positions: the same draws as from a list of the active KOLs
+        members = [pool[j] for j in rng.sample(range(len(pool)), min(len(pool), int(rng.triangular(5, 120, 15))))
+                   ] if pool else []
         external = [f"{rng.choice(('cathlab', 'research', 'education', 'procurement'))}.office@{inst[6]}"
                     for inst in rng.sample(V.INSTITUTIONS, rng.choice((0, 0, 0, 1, 2)))]
         if not members and not external:
@@ -475,7 +550,7 @@ class _Generator:
         campaign_id = self.new_id(ID_PREFIXES["campaign"])
         recipients = self._recipients(campaign_id, members, external, sent)
         batch["campaign_recipients"].extend(recipients)
-        audience = {"kol_ids": [k.id for k in members]}
+        audience = {"kol_ids": [self.kols.id(k) for k in members]}
         if external:
             audience["external_contacts"] = external
         email = {
@@ -504,11 +579,12 @@ class _Generator:
             return {"type": "scheduled", "send_at": _iso(at)}
         return {"type": "immediate", "send_at": None}
 
-    def _recipients(self, campaign_id: str, members: list[_Kol], external: list[str],
+    def _recipients(self, campaign_id: str, members: list[int], external: list[str],
                     sent: datetime | None) -> list[tuple]:
         sent_iso = _iso(sent) if sent else None
-        rows = [self._delivery(campaign_id, kol.email_lower, kol.id, sent, sent_iso, _OPEN_PROBABILITY[kol.propensity])
-                for kol in members]
+        kols = self.kols
+        rows = [self._delivery(campaign_id, kols.email(k), kols.id(k), sent, sent_iso,
+                               _OPEN_PROBABILITY[kols.propensities[k]]) for k in members]
         rows += [self._delivery(campaign_id, address, None, sent, sent_iso, 0.3) for address in dict.fromkeys(external)]
         return rows
 
@@ -534,9 +610,7 @@ class _Generator:
             batch: dict[str, list] = {"signals": [], "signal_products": []}
             for i in range(start, min(n, start + _SIGNAL_CHUNK)):
                 self._signal(i, batch)
-            with db.transaction(self.conn):
-                for table, rows in batch.items():
-                    self.write(table, rows)
+            self.write(batch)
             self.progress("signals", min(n, start + _SIGNAL_CHUNK), n)
 
     def _signal(self, i: int, batch: dict[str, list]) -> None:
@@ -564,11 +638,10 @@ class _Generator:
     # ---- derived fields ----------------------------------------------------------------
 
     def refresh_derived_fields(self) -> None:
-        ids = [k.id for k in self.kols]
-        for start in range(0, len(ids), _KOL_CHUNK):
-            with db.transaction(self.conn):
-                metrics.refresh_kol_metrics(self.conn, ids[start:start + _KOL_CHUNK], touch=False)
-            self.progress("derived KOL fields", min(len(ids), start + _KOL_CHUNK), len(ids))
+        n = len(self.kols)
+        for start in range(0, n, _KOL_CHUNK):
+            self.writer.refresh([_kol_id(bits) for bits in self.kols.id_bits[start:start + _KOL_CHUNK]])
+            self.progress("derived KOL fields", min(n, start + _KOL_CHUNK), n)
 
 
 def product_refs(conn: sqlite3.Connection, org_id: str) -> list[tuple[str, str, str]]:
@@ -683,7 +756,28 @@ def _shift_level(level: str, step: int) -> str:
     return IMPACT_LEVELS[index]
 
 
+_GENERATIONS = ("", " 2", " 3", " X", " Pro", " Ultra", " Evo", " Neo", " 4", " Elite")
+_MODEL_SERIES = ("G", "X", "S", "M", "AV", "LX")
+_MODEL_CODES = tuple((brand, series) for brand in V.BRAND_STEMS for series in _MODEL_SERIES)
+
+
+def _model_name(index: int, family: str) -> str:
+    """The index-th name of a family's model-code space: every brand and series at model 2, then at 3, ..."""
+    number, code = divmod(index, len(_MODEL_CODES))
+    brand, series = _MODEL_CODES[code]
+    return f"{brand} {series}{number + 2} {family}"
+
+
 _SLUG = {name: _ascii_slug(name) for name in V.FIRST_NAMES + V.LAST_NAMES}
+_FIRST_SLUGS = tuple(_SLUG[name] for name in V.FIRST_NAMES)
+_LAST_SLUGS = tuple(_SLUG[name] for name in V.LAST_NAMES)
+_DOMAINS = tuple(dict.fromkeys(inst[6] for inst in V.INSTITUTIONS))
+_DOMAIN_INDEX = {domain: i for i, domain in enumerate(_DOMAINS)}
+assert all(domain == domain.lower() for domain in _DOMAINS)  # addresses are lower-case as written (email_lower)
+
+
+def _kol_id(bits: int) -> str:
+    return f"{ID_PREFIXES['kol']}{bits:016x}"
 _SPECIALTY_KEYS = tuple(V.SPECIALTIES)
 _TITLE_TEMPLATES = tuple(t for t, _ in V.ACADEMIC_TITLES)
 _TITLE_WEIGHTS = tuple(w for _, w in V.ACADEMIC_TITLES)

@@ -40,6 +40,17 @@ class _TransientError(Exception):
     """A failure worth retrying: 5xx, timeout, dropped connection, broken body."""
 
 
+# A caller's decoder of list pages: raw body bytes -> (record batch of the items, meta), or None when the
+# page must be read as dicts (it then is, and a body that is no JSON at all is retried as broken).
+Decoder = Callable[[bytes], "tuple[Any, dict[str, Any]] | None"]
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    batch: Any  # pyarrow.RecordBatch
+    meta: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class _Reply:
     body: Any
@@ -185,19 +196,23 @@ class ApiClient:
         order: str = "asc",
         lookup_path: str | None = None,
         progress: Callable[[str], ProgressCallback | None] | None = None,
+        decoders: Mapping[str, Decoder] | None = None,
     ) -> Listing:
         """A complete listing of the lists of one resource (e.g. active and archived KOLs): iterate
         `listing.pages()` for (source, page) pairs, each id of a list once, page by page. Afterwards
         `listing.report` says what was proven (see _paging) and `listing.drop_ids` names rows gone
         from the API.
 
+        `decoders` (per list label) turn a page's raw bytes into (record batch, meta), in the worker
+        thread that fetched it, or None for the dict path: the listing then reads ids and sort values
+        from the batch, and no Python objects are built for the items.
         `sort` is the field rows are listed by (ascending: new rows land on the last page); a server
         that rejects it is paged unsorted. `lookup_path` (e.g. "/kols/{id}") settles rows an earlier
         pass saw and the final one did not. `progress(label)` gives each list's page callback."""
         walks = [
             ListWalk(
                 source,
-                self._page_fetcher(path, dict(source.params), sort, order),
+                self._page_fetcher(path, dict(source.params), sort, order, (decoders or {}).get(source.label)),
                 endpoint=path,
                 per_page=self.per_page,
                 executor=self._executor,
@@ -231,22 +246,25 @@ class ApiClient:
         source = ListSource(path, dict(params or {}))
         return Walk(self.listing(path, [source], sort=sort, order=order, progress=lambda _: progress))
 
-    def _page_fetcher(self, path: str, base_params: dict[str, Any], sort: str | None, order: str) -> Callable[[int, int], Page]:
+    def _page_fetcher(self, path: str, base_params: dict[str, Any], sort: str | None, order: str,
+                      decode: Decoder | None = None) -> Callable[[int, int], Page]:
         sorted_params = {**base_params, "sort": sort, "order": order} if sort else base_params
 
         def fetch(number: int, per_page: int) -> Page:
             use = base_params if path in self._sort_rejected else sorted_params
             try:
-                reply = self._get(path, {**use, "per_page": per_page, "page": number})
+                reply = self._get(path, {**use, "per_page": per_page, "page": number}, decode)
             except ApiError as error:
                 if use is base_params or not _is_sort_rejection(error):
                     raise
                 self._reject_sort(path, sort, error)
-                reply = self._get(path, {**base_params, "per_page": per_page, "page": number})
+                reply = self._get(path, {**base_params, "per_page": per_page, "page": number}, decode)
             with self._lock:
                 self._pages += 1
-            return Page.from_body(number, reply.body, path, server_date=reply.server_date, elapsed=reply.elapsed,
-                                  per_page=per_page)
+            received = {"server_date": reply.server_date, "elapsed": reply.elapsed, "per_page": per_page}
+            if isinstance(reply.body, _Decoded):
+                return Page.from_decoded(number, reply.body.batch, reply.body.meta, path, **received)
+            return Page.from_body(number, reply.body, path, **received)
 
         return fetch
 
@@ -267,7 +285,7 @@ class ApiClient:
     def _get_json(self, path: str, params: Mapping[str, Any] | None) -> Any:
         return self._get(path, params).body
 
-    def _get(self, path: str, params: Mapping[str, Any] | None) -> _Reply:
+    def _get(self, path: str, params: Mapping[str, Any] | None, decode: Decoder | None = None) -> _Reply:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TransientError),
             wait=tenacity.wait_random_exponential(multiplier=self._backoff_initial, max=self._backoff_max),
@@ -276,13 +294,13 @@ class ApiClient:
             reraise=True,
         )
         try:
-            return retrying(self._attempt, path, params)
+            return retrying(self._attempt, path, params, decode)
         except _TransientError as error:
             raise ApiUnavailableError(
                 f"GET {self._url(path)} failed after {self.max_retries + 1} attempts: {error}"
             ) from None
 
-    def _attempt(self, path: str, params: Mapping[str, Any] | None) -> Any:
+    def _attempt(self, path: str, params: Mapping[str, Any] | None, decode: Decoder | None = None) -> Any:
         for _ in range(_MAX_RATE_LIMITED_WAITS + 1):
             self._budget.acquire()
             try:
@@ -307,7 +325,7 @@ class ApiClient:
             self._reached = True
             if response.status_code != 429:
                 self._budget.release(response.headers)
-                return _Reply(self._interpret(response), _server_date(response), response.elapsed.total_seconds())
+                return _Reply(self._interpret(response, decode), _server_date(response), response.elapsed.total_seconds())
             pause = self._budget.rate_limited(response.headers, max_pause=_MAX_RATE_LIMITED_PAUSE_SECONDS)
             if pause > _MAX_RATE_LIMITED_PAUSE_SECONDS:
                 raise ApiError(
@@ -321,10 +339,13 @@ class ApiClient:
             f"GET {self._url(path)} still rate limited (429) after {_MAX_RATE_LIMITED_WAITS} waits"
         )
 
-    def _interpret(self, response: httpx.Response) -> Any:
+    def _interpret(self, response: httpx.Response, decode: Decoder | None = None) -> Any:
         status = response.status_code
         url = str(response.request.url.copy_with(query=None))
         if 200 <= status < 300:
+            decoded = decode(response.content) if decode is not None else None
+            if decoded is not None:
+                return _Decoded(*decoded)
             try:
                 return response.json()
             except ValueError:

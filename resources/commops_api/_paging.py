@@ -43,9 +43,11 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
+
+import pyarrow as pa
 
 from commops_spec.timestamps import UnreadableTimestamp, parse_timestamp
 
@@ -63,7 +65,8 @@ _Key = tuple[datetime, str]
 
 @dataclass(frozen=True)
 class Page:
-    """One list page as received: its items, the meta it stated, and when it arrived."""
+    """One list page as received: its items (as dicts, or already decoded into an Arrow record batch
+    by the caller's decoder: then `items` is empty), the meta it stated, and when it arrived."""
 
     number: int
     items: list[dict[str, Any]]
@@ -73,6 +76,33 @@ class Page:
     server_date: datetime | None = None  # the response's Date header (the server's clock), when sent
     elapsed: float = 0.0  # seconds the request took, retries excluded
     per_page: int = 100  # the page size it was asked with
+    batch: pa.RecordBatch | None = None  # the items, decoded (no dicts were built)
+
+    @property
+    def size(self) -> int:
+        return self.batch.num_rows if self.batch is not None else len(self.items)
+
+    def ids(self) -> list[Any]:
+        """The items' ids, in order (whatever they are: the listing checks they are strings)."""
+        if self.batch is not None:
+            return self.batch.column("id").to_pylist()
+        return [item.get("id") if isinstance(item, dict) else None for item in self.items]
+
+    def sort_values(self, field: str) -> list[Any]:
+        """The items' values of `field`: datetimes in a decoded batch, as sent otherwise."""
+        if self.batch is not None:
+            index = self.batch.schema.get_field_index(field)
+            return self.batch.column(index).to_pylist() if index >= 0 else [None] * self.size
+        return [item.get(field) if isinstance(item, dict) else None for item in self.items]
+
+    @classmethod
+    def from_decoded(cls, number: int, batch: pa.RecordBatch, meta: dict[str, Any], endpoint: str, **received: Any) -> Page:
+        """A page whose items the caller's decoder turned into a record batch; meta as sent."""
+        if not isinstance(meta.get("total"), int):
+            raise ApiError(f"{endpoint} page {number}: expected a list envelope with data and meta.total")
+        received.setdefault("received_at", datetime.now(UTC))
+        total_pages = meta.get("total_pages")
+        return cls(number, [], meta["total"], total_pages if isinstance(total_pages, int) else None, batch=batch, **received)
 
     @classmethod
     def from_body(cls, number: int, body: Any, endpoint: str, **received: Any) -> Page:
@@ -96,17 +126,19 @@ class Page:
     @property
     def holds_the_end(self) -> bool:
         """Whether the list ended on this page (as of this page): a page short of per_page, or the total."""
-        return len(self.items) < self.per_page or self.offset + len(self.items) >= self.total
+        return self.size < self.per_page or self.offset + self.size >= self.total
 
     @property
     def size_seen(self) -> int:
         """The list's size as of this page's items: when the page holds the end, its offset plus its items
         (so a total computed a moment apart from the items does not matter); otherwise the stated total."""
-        return self.offset + len(self.items) if self.holds_the_end and self.items else self.total
+        return self.offset + self.size if self.holds_the_end and self.size else self.total
 
-    def with_items(self, items: list[dict[str, Any]]) -> Page:
-        return Page(self.number, items, self.total, self.total_pages, self.received_at, self.server_date,
-                    self.elapsed, self.per_page)
+    def only(self, keep: list[bool]) -> Page:
+        """This page with only the items `keep` marks."""
+        if self.batch is not None:
+            return replace(self, batch=self.batch.filter(pa.array(keep)))
+        return replace(self, items=[item for item, kept in zip(self.items, keep) if kept])
 
 
 @dataclass(frozen=True)
@@ -327,35 +359,38 @@ class ListWalk:
             if count > self._planned:
                 self._pages_expected += count - self._planned
                 self._planned = count
-        self._cover(page)
-        fresh = []
-        for item in page.items:
-            item_id = item.get("id") if isinstance(item, dict) else None
-            if not isinstance(item_id, str):
-                raise ApiError(f"{self.endpoint} page {page.number}: an item has no string id")
-            if current.ids is not None and not probe:
-                current.ids.add(item_id)
-            if item_id not in self.yielded:
-                self.yielded.add(item_id)
-                fresh.append(item)
+        ids = page.ids()
+        if not all(isinstance(item_id, str) for item_id in ids):
+            raise ApiError(f"{self.endpoint} page {page.number}: an item has no string id")
+        self._cover(page, ids)
+        if current.ids is not None and not probe:
+            current.ids.update(ids)
+        yielded, keep = self.yielded, []
+        for item_id in ids:
+            keep.append(item_id not in yielded)
+            yielded.add(item_id)
         if not probe:
             self._pages_done += 1
             if self.progress is not None:
                 self.progress(self._pages_done, self._pages_expected)
-        if fresh:
-            yield page.with_items(fresh)
+        if all(keep):
+            if ids:
+                yield page
+        elif any(keep):
+            yield page.only(keep)
 
-    def _cover(self, page: Page) -> None:
+    def _cover(self, page: Page, ids: list[str]) -> None:
         """Add the page's key range, once its items are seen to honour the sort."""
         if not self.sorted_pages:
             return
         keys = []
-        for item in page.items:
+        for value, item_id in zip(page.sort_values(self.sort), ids):
             try:
-                keys.append((parse_timestamp(item.get(self.sort)), str(item.get("id"))))
+                moment = value if isinstance(value, datetime) else parse_timestamp(value)
             except UnreadableTimestamp:
                 self.sorted_pages = False
                 return
+            keys.append((moment, item_id))
         if any(later < earlier for earlier, later in zip(keys, keys[1:])):
             self.sorted_pages = False
             return

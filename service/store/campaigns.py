@@ -200,7 +200,7 @@ def create_campaign(conn: sqlite3.Connection, org_id: str, body: dict[str, Any])
         (
             campaign_id, org_id, body["name"], body.get("description"), body["type"],
             json.dumps(body["audience"]), json.dumps(email), json.dumps(product_ids), json.dumps(schedule),
-            len(recipients), now, now, search.text((body["name"],)),
+            len(recipients), now, now, search.text("campaigns", (body["name"],)),
         ),
     )
     conn.executemany(
@@ -304,7 +304,7 @@ def list_campaigns(
     where.add("org_id = ?", org_id)
     where.any_of("status", statuses)
     where.any_of("type", types)
-    where.search(search)
+    where.search("campaigns", search)
     rows = listing.page_rows(conn, "campaigns", _COLUMNS, where, sort, order, page, per_page)
     counts = _delivery_counts(conn, [r["id"] for r in rows]) if rows else {}
     return [shape(r, counts.get(r["id"], (0, 0, 0, 0))) for r in rows], listing.count(conn, "campaigns", where)

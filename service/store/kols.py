@@ -134,7 +134,7 @@ def create_kol(conn: sqlite3.Connection, org_id: str, fields: dict[str, Any], li
         raise DuplicateEmail(cols["email"])
     now = now_iso()
     cols.update(id=new_id(ID_PREFIXES["kol"]), org_id=org_id, created_at=now, updated_at=now,
-                search_text=search.text(cols.get(name) for name in search.FIELDS["kols"]))
+                search_text=search.text("kols", (cols.get(name) for name in search.FIELDS["kols"])))
     names = ", ".join(cols)
     try:
         conn.execute(f"INSERT INTO kols ({names}) VALUES ({', '.join('?' * len(cols))})", list(cols.values()))
@@ -163,7 +163,7 @@ def update_kol(conn: sqlite3.Connection, org_id: str, kol_id: str, changes: dict
     searched = search.FIELDS["kols"]
     if any(name in cols for name in searched):
         current = _row(conn, org_id, kol_id, ", ".join(searched))
-        cols["search_text"] = search.text(cols[name] if name in cols else current[name] for name in searched)
+        cols["search_text"] = search.text("kols", (cols[name] if name in cols else current[name] for name in searched))
     cols["updated_at"] = now_iso()
     assignments = ", ".join(f"{name} = ?" for name in cols)
     conn.execute(f"UPDATE kols SET {assignments} WHERE id = ? AND org_id = ?", [*cols.values(), kol_id, org_id])
@@ -223,7 +223,7 @@ def list_kols(
     where.any_of("engagement_level", engagement_levels)
     where.json_array_has_any("specialties", specialties)
     where.json_array_has_any("tags", tags)
-    where.search(search)
+    where.search("kols", search)
     rows = listing.page_rows(conn, "kols", _FLAT_COLUMNS, where, sort, order, page, per_page)
     return [flat(row) for row in rows], listing.count(conn, "kols", where)
 

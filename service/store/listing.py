@@ -39,11 +39,12 @@ class Where:
                 json.dumps(list(values)),
             )
 
-    def search(self, text: str | None) -> None:
-        """Case-insensitive (every script) substring of any searched field: instr() on the
-        folded search_text column (service/store/search.py); no character is a wildcard."""
+    def search(self, table: str, text: str | None) -> None:
+        """Case-insensitive (every script) substring of any searched field of `table`, through
+        its folded search_text column (service/store/search.py); no character is a wildcard."""
         if text:
-            self.add("instr(search_text, ?) > 0", search.fold(text))
+            clause, params = search.condition(table, text)
+            self.add(clause, *params)
 
     def sql(self) -> str:
         return " AND ".join(self.clauses) if self.clauses else "1"

@@ -71,7 +71,7 @@ def create_product(conn: sqlite3.Connection, org_id: str, fields: dict[str, Any]
             fields.get("regulatory_status"), json.dumps(fields.get("target_markets", [])),
             json.dumps(fields.get("key_features", [])), json.dumps(fields.get("specifications", [])),
             json.dumps(fields.get("market_status", {})), fields.get("created_at", now), fields.get("updated_at", now),
-            search.text((fields["name"], fields.get("description"))),
+            search.text("products", (fields["name"], fields.get("description"))),
         ),
     )
     return get_product(conn, org_id, product_id)
@@ -115,7 +115,7 @@ def list_products(
     where.any_of("status", statuses)
     where.any_of("product_line_id", product_lines)
     where.json_array_has_any("target_markets", target_markets)
-    where.search(search)
+    where.search("products", search)
     rows = listing.page_rows(conn, "products", _COLUMNS, where, sort, order, page, per_page,
                              alias_join="LEFT JOIN product_lines pl ON pl.id = products.product_line_id")
     return [shape(r) for r in rows], listing.count(conn, "products", where)

@@ -74,7 +74,7 @@ def ingest_signal(conn: sqlite3.Connection, org_id: str, fields: dict[str, Any])
             impact["level"], float(impact.get("score", 0)), json.dumps(impact.get("categories", [])),
             fields["sentiment"], json.dumps(relevance), int(bool(fields.get("is_read"))),
             int(bool(fields.get("is_bookmarked"))), fields.get("published_at", now), fields.get("fetched_at", now),
-            fields.get("updated_at", now), org_id, search.text((fields["title"], fields.get("content"))),
+            fields.get("updated_at", now), org_id, search.text("signals", (fields["title"], fields.get("content"))),
         ),
     )
     product_ids = {item["product_id"] for item in relevance if item.get("product_id")}
@@ -124,7 +124,7 @@ def list_signals(
         where.add("is_bookmarked = ?", int(is_bookmarked))
     if is_read is not None:
         where.add("is_read = ?", int(is_read))
-    where.search(search)
+    where.search("signals", search)
     if published_after:
         where.add("published_at > ?", published_after)
     rows = listing.page_rows(conn, "signals", _COLUMNS, where, sort, order, page, per_page)

@@ -263,3 +263,51 @@ def test_a_newer_dated_row_in_a_batch_beats_an_older_one_whatever_the_fetch_orde
     WarehouseSession(conn).ensure_table(KOLS)
     _merge(conn, [older, newer], KOLS)
     assert conn.execute("SELECT full_name FROM kols").fetchall() == [("Updated later, fetched first",)]
+
+
+def _old_path(conn, spec, source: str, org: str, snapshot_date: str) -> None:
+    """The write path before issue 22, as the reference: every incoming row not older than the table's is
+    deleted and inserted again (children rebuilt), whether or not it changed."""
+    from resources.warehouse import _not_older
+
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _in AS SELECT '{org}' AS org, *, DATE '{snapshot_date}' AS _snapshot_date, "
+                 f"now() AS _loaded_at FROM {source}")
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _ids AS SELECT i.id FROM _in i LEFT JOIN {spec.table} t "
+                 f"ON t.org = i.org AND t.id = i.id WHERE t.id IS NULL OR {_not_older(spec.version, 'i', 't')}")
+    conn.execute(f"DELETE FROM {spec.table} WHERE id IN (SELECT id FROM _ids)")
+    conn.execute(f"INSERT INTO {spec.table} BY NAME SELECT * FROM _in WHERE id IN (SELECT id FROM _ids)")
+
+
+def test_a_second_night_rewrites_only_changed_rows_and_leaves_the_tables_the_old_path_left():
+    from assets.catalog import KOLS
+
+    first = [_kol(f"kol_{i:04d}", f"Dr {i}", "2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z") for i in range(300)]
+    second = [dict(row, _fetched_at="2026-05-03T00:00:00Z") for row in first]  # the next night: fetched again
+    for i in range(0, 300, 50):  # 2% changed, with a newer updated_at
+        second[i].update(full_name=f"Dr {i} (moved)", updated_at="2026-05-02T12:00:00Z")
+    second[7].update(full_name="Stale name", updated_at="2026-04-01T00:00:00Z")  # older than the table's: loses
+    second.append(_kol("kol_new", "Dr New", "2026-05-02T00:00:00Z", "2026-05-03T00:00:00Z"))
+    results = {}
+    for path in ("new", "old"):
+        conn = duckdb.connect()
+        session = WarehouseSession(conn)
+        session.ensure_table(KOLS)
+        conn.register("incoming", pa.Table.from_batches([RecordConverter(KOLS.schema).to_batch(first)]))
+        session.merge(KOLS, "incoming", org="default", snapshot_date="2026-05-02")
+        before = dict(conn.execute("SELECT id, _loaded_at FROM kols").fetchall())
+        conn.register("incoming2", pa.Table.from_batches([RecordConverter(KOLS.schema).to_batch(second)]))
+        if path == "new":
+            written = session.merge(KOLS, "incoming2", org="default", snapshot_date="2026-05-03")
+            assert written == 6 + 1  # the changed rows and the new one: nothing else was rewritten
+            after = dict(conn.execute("SELECT id, _loaded_at FROM kols").fetchall())
+            untouched = {i for i in before if before[i] == after[i]}
+            assert untouched == set(before) - {f"kol_{i:04d}" for i in range(0, 300, 50)}
+        else:
+            _old_path(conn, KOLS, "incoming2", "default", "2026-05-03")
+        columns = [f'"{name}"' for (name,) in conn.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'kols' AND column_name NOT IN "
+            "('_loaded_at', '_fetched_at', '_digest') ORDER BY column_index").fetchall()]
+        results[path] = sorted(conn.execute(f"SELECT {', '.join(columns)} FROM kols").fetchall(), key=repr)
+    assert results["new"] == results["old"]
+    assert "Stale name" not in {row[2] for row in results["new"]}  # (org, id, full_name, ...): the newer row won
+    assert len({row[1] for row in results["new"]}) == 301

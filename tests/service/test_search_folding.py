@@ -1,9 +1,16 @@
 """Search folds case for every script (not only ASCII), the same way on every list, and
-databases created before the folded column existed are migrated on start."""
+databases created before the folded column existed are migrated on start.
+
+Signals whose title and content fold like ASCII keep no folded copy and are searched
+with LIKE on the raw fields (service/store/search.py): they must answer exactly as the
+folded copy would."""
 
 from __future__ import annotations
 
+import json
+import re
 import sqlite3
+import sys
 from importlib import resources
 
 import httpx
@@ -11,7 +18,7 @@ import pytest
 
 from service.server import ServiceServer
 from service.settings import ServiceSettings
-from service.store import campaigns, kols, orgs, products, signals
+from service.store import campaigns, kols, orgs, products, search, signals
 from service.store.db import connect, init_db, transaction
 from tests.service.conftest import bearer, data_of
 
@@ -23,6 +30,17 @@ PEOPLE = {
     "strasse": ("Dr Jonas Weiß", "Klinik an der Hauptstraße", None),
     "decomposed": ("Zoe\u0301 Martin", "Hôpital Saint-Louis", None),  # é as e + combining acute
     "plain": ("Dr Ben Zurich", "General Hospital", "ben@zurich-general.example"),
+}
+SIGNALS = {
+    # label: (title, content); the first four fold like ASCII (only A-Z change), the rest do not
+    "ascii": ("Class I recall of insulin pumps", "Affected lots: 5% of units, see notice FSN_2026."),
+    "accented": ("Rückruf in Genève", "Betrifft Pumpen der Serie ärzteklasse."),
+    "no_content": ("Guidance on CGM labeling", None),
+    "split": ("Alpha", "Beta"),
+    "capital_accent": ("ÉVALUATION CLINIQUE", "Résultats à Genève"),
+    "sharp_s": ("Warnung: Hauptstraße", "Klinik an der Hauptstraße"),
+    "decomposed": ("Zoe\u0301 device", "Notice"),
+    "full_width": ("ｒｅｃａｌｌ notice", "Ｆｕｌｌ-width text"),
 }
 
 
@@ -48,12 +66,16 @@ def folded(dataset):
             signal = signals.ingest_signal(conn, org, {
                 "title": "ÉTUDE CLINIQUE", "content": "Résultats à Zürich", "source_key": "ema",
                 "sentiment": "neutral", "impact": {"level": "low", "score": 1, "categories": []}})["id"]
+            signal_ids = {label: signals.ingest_signal(conn, org, {
+                "title": title, "content": content, "source_key": "fda", "sentiment": "neutral",
+                "impact": {"level": "low", "score": 1, "categories": []}})["id"]
+                for label, (title, content) in SIGNALS.items()}
             campaign = campaigns.create_campaign(conn, org, {
                 "name": "Ärzte-Newsletter", "type": "newsletter", "audience": {"external_contacts": ["a@b.example"]},
                 "email": {"subject": "Hallo", "body_html": "<p>Hallo</p>"}})["id"]
     finally:
         conn.close()
-    return key, people, {"product": product, "signal": signal, "campaign": campaign}
+    return key, people, {"product": product, "signal": signal, "campaign": campaign, "signals": signal_ids}
 
 
 def found(server, key, path, text) -> set[str]:
@@ -101,6 +123,53 @@ def test_product_signal_and_campaign_searches_fold_the_same_way(server, folded):
     assert found(server, key, "/signals", "étude clinique") == {other["signal"]}
     assert found(server, key, "/signals", "ZÜRICH") == {other["signal"]}  # content
     assert found(server, key, "/campaigns", "ÄRZTE") == {other["campaign"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "labels"),
+    [
+        ("RECALL", {"ascii", "full_width"}),
+        ("recall of INSULIN", {"ascii"}),
+        ("5%", {"ascii"}),  # % and _ are literal characters, never wildcards
+        ("%", {"ascii"}),
+        ("fsn_2026", {"ascii"}),
+        ("_", {"ascii"}),
+        ("GENÈVE", {"accented", "capital_accent"}),  # non-ASCII letters of a raw field, any case of the term
+        ("gene\u0300ve", {"accented", "capital_accent"}),  # a decomposed term finds the composed text
+        ("Geneve", set()),  # accents stay significant
+        ("ÄRZTE", {"accented"}),
+        ("cgm LABELING", {"no_content"}),
+        ("alphabeta", set()),  # never across title and content
+        ("alpha beta", set()),
+        ("évaluation", {"capital_accent"}),
+        ("HAUPTSTRASSE", {"sharp_s"}),
+        ("ZOÉ", {"decomposed"}),
+        ("FULL-WIDTH", {"full_width"}),
+    ],
+)
+def test_signal_search_answers_alike_with_and_without_a_folded_copy(server, folded, text, labels):
+    key, _, other = folded
+    ids = other["signals"]
+    assert found(server, key, "/signals", text) == {ids[label] for label in labels}
+
+
+def test_signals_that_fold_like_ascii_store_no_folded_copy(dataset, folded):
+    _, _, other = folded
+    conn = connect(dataset.db)
+    try:
+        stored = dict(conn.execute("SELECT id, search_text FROM signals WHERE id IN (SELECT value FROM json_each(?))",
+                                   (json.dumps(list(other["signals"].values())),)).fetchall())
+    finally:
+        conn.close()
+    empty = {label for label, signal_id in other["signals"].items() if stored[signal_id] == ""}
+    assert empty == {"ascii", "accented", "no_content", "split"}
+
+
+def test_no_character_folds_to_an_ascii_capital():
+    """The LIKE path relies on it: a folded term never holds A-Z, so LIKE's A-Z folding adds no match."""
+    capitals = re.compile("[A-Z]")
+    assert not [hex(point) for point in range(sys.maxunicode + 1)
+                if not 0xD800 <= point <= 0xDFFF and capitals.search(search.fold(chr(point)))]
 
 
 def _old_schema() -> str:
