@@ -16,6 +16,7 @@ import select
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -76,10 +77,15 @@ def running_s3() -> Iterator[S3Server]:
     """Start moto's server; stop it on exit."""
     from tests.service.webhook_support import free_port
 
+    # moto logs a line per request to stderr: a file, never an unread pipe (once its buffer is full the
+    # server blocks on the next log line and every client hangs).
+    log = tempfile.TemporaryFile()
     for attempt in range(1, START_ATTEMPTS + 1):
         port = free_port()
+        log.seek(0)
+        log.truncate()
         process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                   stdout=subprocess.DEVNULL, stderr=log)
         server = S3Server(port)
         try:
             wait_until(lambda: process.poll() is not None or _answers(server), 30, 0.05, what="moto's S3 server")
@@ -89,10 +95,12 @@ def running_s3() -> Iterator[S3Server]:
         if process.poll() is None:
             break
         if attempt == START_ATTEMPTS:
-            raise RuntimeError(f"moto's S3 server did not start: {process.stderr.read()[-2000:]}")
+            log.seek(0)
+            raise RuntimeError(f"moto's S3 server did not start: {log.read()[-2000:].decode(errors='replace')}")
     try:
         yield server
     finally:
+        log.close()
         process.terminate()
         try:
             process.wait(timeout=10)
