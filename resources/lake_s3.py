@@ -39,6 +39,7 @@ MANIFEST = "_manifest.json"
 MARKERS = ".staging"
 STALE_AFTER = timedelta(hours=1)  # a marker from another host this old is abandoned (an upload takes minutes at most)
 FORMAT = 1
+COPY_CHUNK = 8 * 1024 * 1024  # bytes per read while streaming a file to or from the store
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,8 @@ class S3Lake:
         data_file = f"{run}/{staged_file.name}"
         try:
             self._write_marker(folder, run)
-            pafs.copy_files(str(staged_file), self.location.join(folder, data_file),
-                            source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs)
+            with open(staged_file, "rb") as source, self.fs.open_output_stream(self.location.join(folder, data_file)) as target:
+                _copy(source, target)
             replaced = self.manifest(folder)
             if replaced is not None:
                 self._write_marker(folder, replaced.run)
@@ -126,8 +127,8 @@ class S3Lake:
         if len(manifest.files) != 1:
             raise ValueError(f"{self.snapshot_url(folder)}/{MANIFEST} names {len(manifest.files)} files; this version reads one")
         try:
-            pafs.copy_files(self.location.join(folder, manifest.files[0]), str(target),
-                            source_filesystem=self.fs, destination_filesystem=pafs.LocalFileSystem())
+            with self.fs.open_input_stream(self.location.join(folder, manifest.files[0])) as source, open(target, "wb") as sink:
+                _copy(source, sink)
         except OSError as error:
             raise described(error, self.location, self.setting) from None
         return manifest
@@ -205,3 +206,10 @@ class S3Lake:
             self.fs.delete_file(path)
         except FileNotFoundError:
             pass
+
+
+def _copy(source, target) -> None:
+    """Stream a file in chunks (memory stays bounded) on the calling thread. Not pyarrow.fs.copy_files: it
+    runs on the IO thread pool, where it has deadlocked before (apache/arrow#15233)."""
+    while chunk := source.read(COPY_CHUNK):
+        target.write(chunk)
