@@ -147,11 +147,14 @@ class S3Lake:
         return sorted(files)
 
     def remove_abandoned(self) -> list[str]:
-        """Sweep the markers (see the module's docstring); returns the run folders deleted."""
+        """Sweep the markers (see the module's docstring); returns the run folders deleted. Run first, it is
+        also where a missing bucket, a wrong endpoint or rejected credentials stop a run before any paging."""
         now = datetime.now(UTC)
         deleted = []
         selector = pafs.FileSelector(self.location.join(MARKERS), allow_not_found=True)
         try:
+            if self.fs.get_file_info(self.location.bucket).type == pafs.FileType.NotFound:
+                raise OSError("NoSuchBucket: the bucket does not exist")
             infos = self.fs.get_file_info(selector)
         except OSError as error:
             raise described(error, self.location, self.setting) from None

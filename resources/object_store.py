@@ -91,8 +91,10 @@ def described(error: OSError, location: S3Location, setting: str) -> ObjectStore
     where = f" at {endpoint_url()}" if endpoint_url() else ""
     hint = ""
     lowered = text.lower()
-    if "nosuchbucket" in lowered or "bucket does not exist" in lowered:
+    if "nosuchbucket" in lowered or "no_such_bucket" in lowered or "bucket does not exist" in lowered:
         hint = f": bucket {location.bucket!r} not found{where}"
-    elif "access denied" in lowered or "accessdenied" in lowered or "invalidaccesskeyid" in lowered or "signature" in lowered:
+    elif any(word in lowered for word in ("access denied", "accessdenied", "access_denied", "invalidaccesskeyid", "signature")):
         hint = ": access denied, check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
+    elif "network_connection" in lowered or "could not connect" in lowered or "couldn't connect" in lowered:
+        hint = f": cannot reach the store{where}, check AWS_ENDPOINT_URL"
     return ObjectStoreError(f"{setting}={location.url}{hint} ({text})")

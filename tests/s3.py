@@ -11,6 +11,7 @@ protocol, e.g. after its data is uploaded and before its commit marker is.
 
 from __future__ import annotations
 
+import os
 import re
 import select
 import socket
@@ -73,8 +74,8 @@ class S3Server:
 
 
 @contextmanager
-def running_s3() -> Iterator[S3Server]:
-    """Start moto's server; stop it on exit."""
+def running_s3(server_env: dict[str, str] | None = None) -> Iterator[S3Server]:
+    """Start moto's server (with `server_env` added to its environment); stop it on exit."""
     from tests.service.webhook_support import free_port
 
     # moto logs a line per request to stderr: a file, never an unread pipe (once its buffer is full the
@@ -85,7 +86,7 @@ def running_s3() -> Iterator[S3Server]:
         log.seek(0)
         log.truncate()
         process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=subprocess.DEVNULL, stderr=log)
+                                   stdout=subprocess.DEVNULL, stderr=log, env=os.environ | (server_env or {}))
         server = S3Server(port)
         try:
             wait_until(lambda: process.poll() is not None or _answers(server), 30, 0.05, what="moto's S3 server")
@@ -111,7 +112,8 @@ def running_s3() -> Iterator[S3Server]:
 
 def _answers(server: S3Server) -> bool:
     try:
-        return httpx.get(server.endpoint_url, timeout=1).status_code == 200
+        httpx.get(server.endpoint_url, timeout=1)  # any answer will do: with credentials checked it is an error
+        return True
     except httpx.HTTPError:
         return False
 

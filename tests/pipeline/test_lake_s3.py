@@ -19,10 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.snapshot_date import today
+from pipelines.cli.sync import SyncError
 from resources.lake import LakeResource
 from resources.lake_s3 import MANIFEST, STALE_AFTER, S3Lake
 from tests.pipeline.sync_support import query, sync, warehouse_state
-from tests.s3 import HoldingProxy, S3Server
+from tests.s3 import HoldingProxy, S3Server, running_s3
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,3 +141,28 @@ def test_a_leftover_of_another_host_is_kept_until_its_lease_expires(s3, lake_url
     assert ".staging/run-fresh.json" in files
     assert not [f for f in files if "run-stale" in f]
     assert len(lake.committed_files()) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "cause"),
+    [
+        ("s3:/lake", r"COMMOPS_LAKE_URL='s3:/lake' is not an s3://bucket/prefix URL"),
+        ("s3://key:secret@lake/x", r"COMMOPS_LAKE_URL must not hold credentials: set AWS_ACCESS_KEY_ID"),
+        ("s3://no-such-bucket/lake", r"COMMOPS_LAKE_URL=s3://no-such-bucket/lake: bucket 'no-such-bucket' not found at http://"),
+    ],
+)
+def test_a_bad_lake_url_stops_the_sync_with_one_line_naming_the_cause(make_service, s3, lake_url, tmp_path, monkeypatch, url, cause):
+    monkeypatch.setenv("COMMOPS_LAKE_URL", url)
+    with pytest.raises(SyncError, match=f"^{cause}") as failed:
+        sync(make_service(kols=1), tmp_path / "data")
+    assert "\n" not in str(failed.value) and "secret" not in str(failed.value)
+
+
+def test_rejected_credentials_stop_the_sync_with_one_line_naming_the_aws_variables(make_service, tmp_path, monkeypatch):
+    with running_s3({"INITIAL_NO_AUTH_ACTION_COUNT": "0"}) as checking:  # moto checks credentials: ours are unknown
+        for name, value in checking.env().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("COMMOPS_LAKE_URL", "s3://lake/commops")
+        with pytest.raises(SyncError, match=r"^COMMOPS_LAKE_URL=s3://lake/commops: access denied, check AWS_ACCESS_KEY_ID") as failed:
+            sync(make_service(kols=1), tmp_path / "data")
+    assert "\n" not in str(failed.value) and "testing-secret" not in str(failed.value)
