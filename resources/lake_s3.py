@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from resources.files import pid_alive
@@ -145,6 +146,15 @@ class S3Lake:
                     manifest = Manifest(**json.loads(stream.read()))
                 files += [f"s3://{folder}/{name}" for name in manifest.files]
         return sorted(files)
+
+    def history(self, resource: str) -> pads.Dataset:
+        """Every committed snapshot of `resource` (all organizations) as one Arrow dataset with `org` and
+        `snapshot_date` from the folder names: what the `*_history` views are for a local lake. DuckDB
+        queries it by its Python name (docs/analysts.md)."""
+        files = [url.removeprefix("s3://") for url in self.committed_files()
+                 if url.split("/snapshot_date=", 1)[0].endswith(f"/{resource}")]
+        return pads.dataset(files, filesystem=self.fs, format="parquet", partitioning="hive",
+                            partition_base_dir=self.location.path)
 
     def remove_abandoned(self) -> list[str]:
         """Sweep the markers (see the module's docstring); returns the run folders deleted. Run first, it is

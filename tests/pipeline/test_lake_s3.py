@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -73,8 +74,13 @@ def test_a_sync_with_the_lake_on_s3_lands_the_same_tables_as_with_a_local_lake(m
     assert not [f for f in files if f.startswith(".staging/")]  # every publish settled
     assert not (tmp_path / "s3" / "lake" / "org=default").exists()  # nothing of it on local disk
     kols = json.loads(s3.get(_bucket(lake_url), f"commops/lake/org=default/kols/snapshot_date={today()}/{MANIFEST}"))
-    assert S3Lake(lake_url, "COMMOPS_LAKE_URL").committed_files(("org=default", "kols")) == [
+    lake = S3Lake(lake_url, "COMMOPS_LAKE_URL")
+    assert lake.committed_files(("org=default", "kols")) == [
         f"{lake_url}/org=default/kols/snapshot_date={today()}/{kols['run']}/data.parquet"
+    ]
+    kols_history = lake.history("kols")  # what an analyst queries instead of the local lake's kols_history view
+    assert duckdb.sql("SELECT org, snapshot_date, count(*) FROM kols_history GROUP BY ALL").fetchall() == [
+        ("default", today(), SEED["kols"])
     ]
 
 
