@@ -427,6 +427,12 @@ class Churn:
         self.sim.stop()
 
 
+def _in_flux(result: dict) -> str:
+    """The rows a tool reported as in flux over its lists (ours: `rows_in_flux`); "–" where it cannot tell."""
+    counts = [a.get("in_flux") for a in (result.get("assets") or {}).values()]
+    return "–" if not any(c is not None for c in counts) else str(sum(c or 0 for c in counts))
+
+
 def bench_hostile(db: Path, key: str, work: Path, churn_rate: float, formats: list[str]) -> dict:
     scenarios = {}
     for scenario, settings, churn in (("faults", {"rate_limits_enabled": False, **FAULTS}, False),
@@ -707,9 +713,11 @@ def write_page(results: dict, chart: str | None) -> str:
                   "Landed rows are compared with the service's rows when the tool finished: missing (in the "
                   "service, not landed), extra, doubled (an id landed twice), stale (another updated_at or "
                   "archived flag than the service's at the end: a snapshot read while rows change is expected to "
-                  "have some, as many as changed after their page was read).", "",
-                  "| scenario | tool | finished | time | requests (server) | missing | extra | doubled | stale |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "have some, as many as changed after their page was read). In flux: the rows the tool itself reports as "
+                  "created or archived while it paged (ours names them in its run metadata, `rows_in_flux`; dlt "
+                  "cannot tell).", "",
+                  "| scenario | tool | finished | time | requests (server) | missing | extra | doubled | stale | in flux (reported) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for scenario, data in hostile.items():
             for tool in data.get("tools", ("ours", "dlt")):
                 x = data[tool]
@@ -724,9 +732,9 @@ def write_page(results: dict, chart: str | None) -> str:
                 label = f"{scenario} ({churned['created']} created, {churned['archived']} archived)" if churned else scenario
                 lines.append(f"| {label} | {tool} | {status} | {fmt(x.get('seconds'), ' s')} | "
                              f"{counts.get('requests')} ({statuses}) | {total('missing')} | {total('extra')} | "
-                             f"{total('doubled')} | {total('stale')} |")
+                             f"{total('doubled')} | {total('stale')} | {_in_flux(x)} |")
                 if detail:
-                    lines.append(f"| | | | | | {detail} | | | |")
+                    lines.append(f"| | | | | | {detail} | | | | |")
     rate = results.get("ratelimit")
     if rate:
         lines += ["", "## Under a rate limit", "",

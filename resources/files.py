@@ -1,9 +1,51 @@
-"""File-system helpers shared by the lake and the warehouse: leftovers of dead processes, durable renames."""
+"""File-system helpers shared by the lake, the warehouse and the CLI: leftovers of dead processes, durable
+renames, locks that name their holder."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+
+class LockHeld(Exception):
+    """The lock is held by another process; `holder` is what that process wrote in it ("pid N")."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
+
+
+@contextmanager
+def holding_lock(path: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """An exclusive lock on the file `path`, with "pid N" written in it while this process holds it.
+
+    When another process holds it: without `on_wait`, LockHeld naming that holder at once; with it,
+    `on_wait(holder)` is called and the lock is waited for."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            if on_wait is None:
+                raise LockHeld(holder) from None
+            on_wait(holder)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def pid_alive(pid: int) -> bool:

@@ -12,7 +12,6 @@ The catalog (assets/catalog.py) describes the tables; this module only needs the
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -27,7 +26,7 @@ import dagster as dg
 import duckdb
 import pyarrow as pa
 
-from resources.files import pid_alive
+from resources.files import holding_lock, pid_alive
 from resources.orgs import DEFAULT_ORG
 from resources.sql import sql_literal
 
@@ -412,28 +411,17 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @contextmanager
     def _exclusive_lock(self, log: Any) -> Iterator[None]:
-        Path(self.data_dir).mkdir(parents=True, exist_ok=True)
-        with open(self.lock_path, "a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                _info(log, f"Waiting for the warehouse lock {self.lock_path} (held by {holder}): another sync is writing")
-                started = time.monotonic()
-                fcntl.flock(handle, fcntl.LOCK_EX)
-                _info(log, f"Got the warehouse lock after {time.monotonic() - started:.1f}s")
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()}")
-            handle.flush()
-            try:
-                yield
-            finally:
-                handle.seek(0)
-                handle.truncate()
-                handle.flush()
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        waited_from = None
+
+        def waiting(holder: str) -> None:
+            nonlocal waited_from
+            _info(log, f"Waiting for the warehouse lock {self.lock_path} (held by {holder}): another sync is writing")
+            waited_from = time.monotonic()
+
+        with holding_lock(Path(self.lock_path), on_wait=waiting):
+            if waited_from is not None:
+                _info(log, f"Got the warehouse lock after {time.monotonic() - waited_from:.1f}s")
+            yield
 
 
 def _info(log: Any, message: str) -> None:

@@ -7,7 +7,6 @@ naming its variable.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import sys
@@ -24,6 +23,7 @@ from assets import snapshot_date as dates
 from assets.partitions import ORGS
 from assets.progress import ProgressReporter
 from pipelines.cli.command_checks import check_writable
+from resources.files import LockHeld, holding_lock
 from pipelines.cli.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
@@ -163,24 +163,12 @@ def run_sync(
 def one_sync_per_org(data_dir: Path, org: str) -> Iterator[None]:
     """At most one in-process sync of an organization at a time (a deployment's run queue does the same
     for queued runs, by partition); a second one fails at once, naming the process that holds it."""
-    locks = Path(data_dir) / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"sync-{org}.lock", "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            raise SyncError(f"a sync of {org} is already running ({handle.read().strip() or 'another process'}): "
-                            "one sync per organization at a time") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
-        try:
+    try:
+        with holding_lock(Path(data_dir) / "locks" / f"sync-{org}.lock"):
             yield
-        finally:
-            handle.seek(0)
-            handle.truncate()
+    except LockHeld as held:
+        raise SyncError(f"a sync of {org} is already running ({held.holder}): "
+                        "one sync per organization at a time") from None
 
 
 def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Settings, display: Any,

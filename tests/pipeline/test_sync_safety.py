@@ -141,3 +141,35 @@ def test_a_sync_killed_while_publishing_analytics_leaves_nothing_the_next_run_do
         assert conn.execute("SELECT count(*) FROM kols").fetchone()[0] == 150
     finally:
         conn.close()
+
+
+HOLD_SYNC_LOCK = """
+import sys, time
+from pathlib import Path
+from resources.files import holding_lock
+with holding_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_second_sync_of_an_organization_fails_at_once_naming_the_process_that_holds_it(make_service, tmp_path):
+    service = make_service(kols=20, campaigns=2, products=2, signals=2)
+    env = _env(COMMOPS_BASE_URL=service.base_url, COMMOPS_API_KEY=service.api_key)
+    data_dir = tmp_path / "data"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_SYNC_LOCK, str(data_dir / "locks" / "sync-default.lock")],
+                              cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        refused = _commops("sync", "--data-dir", str(data_dir), "--no-progress", env=env)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip() == (f"commops sync failed: a sync of default is already running (pid {holder.pid}): "
+                                      "one sync per organization at a time")
+    assert not (data_dir / "lake" / "org=default" / "kols").exists()
+
+    after = _commops("sync", "--data-dir", str(data_dir), "--no-progress", env=env)  # released with its holder
+    assert after.returncode == 0, after.stderr
