@@ -99,12 +99,14 @@ def test_a_sync_killed_mid_publish_leaves_no_partial_snapshot_and_the_next_run_c
         env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
         env |= s3.env(proxy.endpoint_url) | {"COMMOPS_LAKE_URL": lake_url, "COMMOPS_BASE_URL": service.base_url,
                                              "COMMOPS_API_KEY": service.api_key}
-        killed = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "sync", "--data-dir", str(data_dir),
-                                   "--no-progress", "--enrich-limit", "0"], cwd=REPO, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        log = tmp_path / "killed-sync.log"  # a file, not a pipe nobody reads while it runs
+        with open(log, "w") as stderr:
+            killed = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "sync", "--data-dir", str(data_dir),
+                                       "--no-progress", "--enrich-limit", "0"], cwd=REPO, env=env,
+                                      stdout=subprocess.DEVNULL, stderr=stderr)
         try:
             wait_until(lambda: proxy.held.is_set() or killed.poll() is not None, 180, 0.05, what="the KOL manifest's write")
-            assert proxy.held.is_set(), f"the sync ended before committing its KOLs: {killed.stderr.read()[-2000:]}"
+            assert proxy.held.is_set(), f"the sync ended before committing its KOLs: {log.read_text()[-2000:]}"
         finally:
             killed.send_signal(signal.SIGKILL)
             killed.wait(timeout=30)
