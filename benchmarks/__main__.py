@@ -780,6 +780,7 @@ def write_page(results: dict, chart: str | None) -> str:
             lines += [f"`{x['command']}`: {x['status']} in {x['seconds']} s", "", "```", *x["output"], "```", ""]
     lines += _receivers_section()
     lines += _crm_matching_section()
+    lines += _lake_s3_section()
     lines += ["", "## Caveats", "",
               "- dlt runs with its defaults (no worker or buffer tuning), as its docs configure a page-number API; "
               "it does not sort the lists (our sync walks them by created_at ascending), and it reads the three "
@@ -857,6 +858,25 @@ def _crm_matching_section() -> list[str]:
                   f"(CPU {scale['cpu']} s), peak RSS {scale['peak_rss_mb']} MB."
                   + (f" {scale['note']}" if scale.get("note") else "")]
     return lines
+
+
+def _lake_s3_section() -> list[str]:
+    """The lake on S3 against a local lake, from docs/benchmarks-lake-s3.json (written by
+    `benchmarks/lake_s3.py --write`, a measurement of its own)."""
+    path = DOCS / "benchmarks-lake-s3.json"
+    if not path.exists():
+        return []
+    f = json.loads(path.read_text())
+    return ["", "## The lake on S3 (issue 21)", "",
+            f"Measured {f['date']} with `{f['command']}`: the core sync (KOL details off) of {f['kols']:,} KOLs into a "
+            "fresh data directory, the lake local against on S3 (`COMMOPS_LAKE_URL`, moto's S3 API server on "
+            "127.0.0.1, objects in its memory), alternated in one run, each sync in its own process. The ratio is "
+            "the cost of the protocol (upload, manifest, download for the warehouse load), not of a network.", "",
+            "| lake | median wall time | runs | peak RSS |", "|---|---|---|---|",
+            f"| local | {f['local_median']:.2f} s | {', '.join(map(str, f['local_seconds']))} | {f['local_peak_rss_mb']} MB |",
+            f"| on S3 | {f['s3_median']:.2f} s | {', '.join(map(str, f['s3_seconds']))} | {f['s3_peak_rss_mb']} MB |", "",
+            f"S3 / local: **{f['ratio']:.2f}** (medians; run by run {', '.join(map(str, f['ratios']))}). 1-minute load "
+            f"average at each round: {', '.join(map(str, f['load_average']))} (other sessions' work on the 2 cores)."]
 
 
 def _size_tools(sizes: list[dict]) -> list[str]:

@@ -65,7 +65,7 @@ def build_resources(
             url=dg.EnvVar(ORGS_URL_ENV) if os.environ.get(ORGS_URL_ENV) else None,
             default_base_url=settings.base_url,
         ),
-        "lake": LakeResource(data_dir=data_dir),
+        "lake": LakeResource(data_dir=data_dir, url=settings.lake_url),
         "warehouse": WarehouseResource(data_dir=data_dir),
         "inbox": InboxResource(
             data_dir=data_dir,

@@ -1,8 +1,10 @@
-"""The Parquet lake: snapshots under <data_dir>/lake/org=<organization>/<resource>/snapshot_date=YYYY-MM-DD/.
+"""The Parquet lake: snapshots under <lake>/org=<organization>/<resource>/snapshot_date=YYYY-MM-DD/, where
+<lake> is <data_dir>/lake, or an s3:// location (COMMOPS_LAKE_URL; resources/lake_s3.py).
 
-Snapshots are written into a private staging directory on the lake's filesystem and renamed
-into place, so readers never see a partial snapshot; staging left by a process that died is
-deleted at the start of the next run.
+Snapshots are written into a private staging directory on local disk (finished and checked there),
+then published: on a local lake renamed into place, on object storage uploaded under a run folder
+and committed by a manifest. Either way readers never see a partial snapshot; what a process that
+died left behind is deleted at the start of a later run.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import shutil
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 import dagster as dg
@@ -21,9 +24,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.files import fsync_dir, pid_alive
+from resources.lake_s3 import S3Lake
+from resources.object_store import endpoint_url, region
 from resources.sql import read_parquet
 
 LAKE_DIR = "lake"
+LAKE_URL_ENV = "COMMOPS_LAKE_URL"  # s3://bucket/prefix: the lake on object storage; unset: <data_dir>/lake
 ORG_PARTITION = "org"  # the lake's first hive level: lake/org=<organization>/...
 STAGING_DIR = ".staging"
 SNAPSHOT_FILE = "data.parquet"
@@ -42,7 +48,7 @@ class StagedSnapshot:
         self.newest_by = newest_by
         self.path = staging / SNAPSHOT_FILE
         self.rows_written = 0
-        self.published: Path | None = None  # where it went, once published
+        self.published: Path | str | None = None  # where it went, once published: a folder, or an s3:// URL
         self._buffer: list[pa.RecordBatch] = []
         self._buffered = 0
         self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self.path, schema, compression="zstd")
@@ -109,18 +115,29 @@ class StagedSnapshot:
 
 
 class LakeResource(dg.ConfigurableResource):
-    """Parquet snapshots: an organization's under <data_dir>/lake/org=<org>/<resource>/snapshot_date=YYYY-MM-DD/,
-    the deployment's own (CRM contacts, org None) under <data_dir>/lake/<resource>/snapshot_date=YYYY-MM-DD/."""
+    """Parquet snapshots: an organization's under <lake>/org=<org>/<resource>/snapshot_date=YYYY-MM-DD/,
+    the deployment's own (CRM contacts, org None) under <lake>/<resource>/snapshot_date=YYYY-MM-DD/.
+    <lake> is <data_dir>/lake, or `url` (s3://bucket/prefix) when given; staging is on local disk."""
 
     data_dir: str
+    url: str | None = None  # COMMOPS_LAKE_URL
 
     @property
     def root(self) -> Path:
+        """The local lake, or the local staging area of a lake on object storage."""
         return Path(self.data_dir) / LAKE_DIR
 
+    @property
+    def is_local(self) -> bool:
+        return not self.url
+
+    @property
+    def location(self) -> str:
+        """Where the snapshots are: a local directory or an s3:// URL."""
+        return self.url.rstrip("/") if self.url else str(self.root)
+
     def snapshot_dir(self, org: str | None, resource: str, snapshot_date: str) -> Path:
-        base = self.root if org is None else self.root / f"{ORG_PARTITION}={org}"
-        return base / resource / f"snapshot_date={snapshot_date}"
+        return self.root / snapshot_folder(org, resource, snapshot_date)
 
     @staticmethod
     def relative_glob(resource: str) -> str:
@@ -129,7 +146,9 @@ class LakeResource(dg.ConfigurableResource):
         return f"{LAKE_DIR}/{ORG_PARTITION}=*/{resource}/snapshot_date=*/*.parquet"
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self.remove_abandoned_staging()
+        removed = self.remove_abandoned_staging()
+        if removed and context.log is not None:
+            context.log.info(f"lake: removed {len(removed)} run folder(s) left by killed runs: {', '.join(removed)}")
 
     @contextmanager
     def snapshot(
@@ -148,13 +167,43 @@ class LakeResource(dg.ConfigurableResource):
             self.discard(staged.staging)
             raise
         staged.close()
-        if publish:
+        if not publish:
+            self.discard(staged.staging)
+        elif self.is_local:
             staged.published = self.publish(staged.staging, org, resource, snapshot_date)
         else:
-            self.discard(staged.staging)
+            try:
+                rows = pq.ParquetFile(staged.path).metadata.num_rows
+                staged.published = _s3_lake(self.url).publish(staged.path, snapshot_folder(org, resource, snapshot_date), rows)
+            finally:
+                self.discard(staged.staging)
 
     def snapshot_file(self, org: str | None, resource: str, snapshot_date: str) -> Path:
+        """The published file of a local lake (`local_snapshot` reads either kind)."""
         return self.snapshot_dir(org, resource, snapshot_date) / SNAPSHOT_FILE
+
+    @contextmanager
+    def local_snapshot(self, org: str | None, resource: str, snapshot_date: str) -> Iterator[Path]:
+        """The published snapshot as a local Parquet file, for DuckDB to read: a local lake's own file, or
+        the committed file of a lake on object storage downloaded (streamed) into the staging area and
+        deleted when the block ends. FileNotFoundError with a one-line message when there is none."""
+        missing = f"No {resource} snapshot{'' if org is None else f' of {org}'} for {snapshot_date}"
+        if self.is_local:
+            path = self.snapshot_file(org, resource, snapshot_date)
+            if not path.exists():
+                raise FileNotFoundError(f"{missing} at {path}: materialize lake/{resource} first")
+            yield path
+            return
+        folder = snapshot_folder(org, resource, snapshot_date)
+        staging = self.new_staging_dir(org, f"read-{resource}", snapshot_date)
+        try:
+            try:
+                _s3_lake(self.url).download(folder, staging / SNAPSHOT_FILE)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"{missing} at {self.location}/{folder}: materialize lake/{resource} first") from None
+            yield staging / SNAPSHOT_FILE
+        finally:
+            self.discard(staging)
 
     def new_staging_dir(self, org: str | None, resource: str, snapshot_date: str) -> Path:
         """A private directory on the lake's filesystem (so publishing is a rename)."""
@@ -168,15 +217,16 @@ class LakeResource(dg.ConfigurableResource):
         """Drop a staged snapshot that will not be published (its run failed)."""
         shutil.rmtree(staging, ignore_errors=True)
 
-    def remove_abandoned_staging(self) -> None:
-        """Staging directories of processes that died (a killed sync) are deleted."""
+    def remove_abandoned_staging(self) -> list[str]:
+        """Staging directories of processes that died (a killed sync) are deleted; on object storage, also
+        the run folders killed runs left (resources/lake_s3.py), which are returned."""
         staging = self.root / STAGING_DIR
-        if not staging.is_dir():
-            return
-        for entry in staging.iterdir():
-            parts = entry.name.rsplit("-", 2)
-            if len(parts) == 3 and parts[1].isdigit() and not pid_alive(int(parts[1])):
-                shutil.rmtree(entry, ignore_errors=True)
+        if staging.is_dir():
+            for entry in staging.iterdir():
+                parts = entry.name.rsplit("-", 2)
+                if len(parts) == 3 and parts[1].isdigit() and not pid_alive(int(parts[1])):
+                    shutil.rmtree(entry, ignore_errors=True)
+        return [] if self.is_local else _s3_lake(self.url).remove_abandoned()
 
     def publish(self, staging: Path, org: str | None, resource: str, snapshot_date: str) -> Path:
         """Move a complete staged snapshot into place; an existing snapshot of the date is replaced.
@@ -202,8 +252,10 @@ class LakeResource(dg.ConfigurableResource):
     def adopt_single_org_layout(self, resources: Iterable[str], org: str) -> list[str]:
         """A data directory from before organizations: its `lake/<resource>/` folders become
         `lake/org=<org>/<resource>/` (renames on one filesystem: nothing is copied or lost). Returns
-        the resources moved."""
+        the resources moved. A lake on object storage is new: nothing to adopt."""
         moved = []
+        if not self.is_local:
+            return moved
         with open(self._lock_file(), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             for resource in resources:
@@ -228,3 +280,19 @@ class LakeResource(dg.ConfigurableResource):
     def _lock_file(self) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
         return self.root / ".publish.lock"
+
+
+def snapshot_folder(org: str | None, resource: str, snapshot_date: str) -> str:
+    """A snapshot's folder relative to the lake (hive layout)."""
+    base = f"{resource}/snapshot_date={snapshot_date}"
+    return base if org is None else f"{ORG_PARTITION}={org}/{base}"
+
+
+def _s3_lake(url: str) -> S3Lake:
+    return _s3_lake_at(url, endpoint_url(), region())
+
+
+@cache
+def _s3_lake_at(url: str, endpoint: str | None, region_name: str) -> S3Lake:
+    """One per process and setting (the environment's endpoint and region are part of it)."""
+    return S3Lake(url, LAKE_URL_ENV)

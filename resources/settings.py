@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     events_max_attempts: int = Field(
         default=DEFAULT_MAX_ATTEMPTS, ge=1, description="Failed applications before a webhook event is quarantined."
     )
+    # Shared storage (docs/deploy.md). Credentials are never settings: the AWS SDK reads AWS_* itself, and
+    # the Iceberg catalog's URL (it may hold a password) reaches its resource only as a dg.EnvVar.
+    lake_url: str | None = Field(default=None, description="s3://bucket/prefix: the lake on object storage.")
+    iceberg_warehouse: str | None = Field(default=None, description="s3://bucket/prefix of the Iceberg tables' files.")
+    iceberg_namespace: str = Field(default="commops", description="Iceberg namespace of the published tables.")
 
     @field_validator("timezone")
     @classmethod

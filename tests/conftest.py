@@ -1,5 +1,5 @@
-"""Fixtures every test package may use: one real PostgreSQL server per session (tests/postgres.py), and
-the inbox's two stores for tests that must hold on both."""
+"""Fixtures every test package may use: one real PostgreSQL server per session (tests/postgres.py), one S3 API
+server per session (tests/s3.py), and the inbox's two stores for tests that must hold on both."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.postgres import PostgresServer, PostgresUnavailable, running_postgres
+from tests.s3 import S3Server, running_s3
 from webhook_receiver.inbox import inbox_path
 
 
@@ -47,3 +48,8 @@ def inbox_store(request: pytest.FixtureRequest) -> InboxStore:
         return InboxStore("sqlite", None)
     server: PostgresServer = request.getfixturevalue("postgres")
     return InboxStore("postgres", server.create_database(f"inbox_{uuid.uuid4().hex[:12]}"))
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """An S3 API server (moto) on 127.0.0.1 for the session (take a bucket of your own: create_bucket)."""
+    with running_s3() as server:
+        yield server

@@ -25,7 +25,7 @@ from assets.metadata import column_schema
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.crm.errors import CrmError
 from resources.crm.mapping import CONTACT_SCHEMA
-from resources.lake import SNAPSHOT_FILE, LakeResource
+from resources.lake import LakeResource
 from resources.sql import read_parquet
 from resources.warehouse import WarehouseResource
 
@@ -81,8 +81,7 @@ def crm_contacts(
                 context.log.info(f"crm/contacts: {rows + batch.num_rows:,} contacts read from {crm.source_name}")
             rows += batch.num_rows
         staged.finish()
-    snapshot = staged.published / SNAPSHOT_FILE
-    with warehouse.writer(context.log) as session:
+    with lake.local_snapshot(None, CONTACTS_LAKE, date) as snapshot, warehouse.writer(context.log) as session:
         session.replace_table(
             CONTACTS_TABLE,
             f"(SELECT *, now() AS _extracted_at FROM {read_parquet(snapshot)})",
@@ -95,7 +94,7 @@ def crm_contacts(
         metadata={
             "dagster/row_count": rows,
             "source": crm.source_name,
-            "snapshot": dg.MetadataValue.path(str(snapshot)),
+            "snapshot": dg.MetadataValue.path(str(staged.published)),
             "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
         }
     )
