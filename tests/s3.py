@@ -16,6 +16,7 @@ import select
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -78,8 +79,10 @@ def running_s3() -> Iterator[S3Server]:
 
     for attempt in range(1, START_ATTEMPTS + 1):
         port = free_port()
+        # Its log (a line per request) goes to a file: a pipe nobody drains fills up and stalls the server.
+        log = tempfile.TemporaryFile(mode="w+")
         process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                   stdout=subprocess.DEVNULL, stderr=log, text=True)
         server = S3Server(port)
         try:
             wait_until(lambda: process.poll() is not None or _answers(server), 30, 0.05, what="moto's S3 server")
@@ -89,7 +92,8 @@ def running_s3() -> Iterator[S3Server]:
         if process.poll() is None:
             break
         if attempt == START_ATTEMPTS:
-            raise RuntimeError(f"moto's S3 server did not start: {process.stderr.read()[-2000:]}")
+            log.seek(0)
+            raise RuntimeError(f"moto's S3 server did not start: {log.read()[-2000:]}")
     try:
         yield server
     finally:
