@@ -771,6 +771,7 @@ def write_page(results: dict, chart: str | None) -> str:
                 continue
             lines += [f"`{x['command']}`: {x['status']} in {x['seconds']} s", "", "```", *x["output"], "```", ""]
     lines += _crm_matching_section()
+    lines += _written_section("benchmarks-table-format.md")
     lines += ["", "## Caveats", "",
               "- dlt runs with its defaults (no worker or buffer tuning), as its docs configure a page-number API; "
               "it does not sort the lists (our sync walks them by created_at ascending), and it reads the three "
@@ -785,6 +786,12 @@ def write_page(results: dict, chart: str | None) -> str:
               "published, checks); dlt's are extract, normalize and load into one DuckDB file.",
               "- Raw figures: `docs/benchmarks.json`."]
     return "\n".join(lines) + "\n"
+
+
+def _written_section(name: str) -> list[str]:
+    """A section a benchmark of its own writes as markdown (e.g. `benchmarks/table_format.py --write`)."""
+    path = DOCS / name
+    return path.read_text().splitlines() if path.exists() else []
 
 
 def _crm_matching_section() -> list[str]:
