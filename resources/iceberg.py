@@ -135,7 +135,8 @@ def _publish_table(conn: duckdb.DuckDBPyConnection, catalog: Catalog, namespace:
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = _table(catalog, identifier, conn, spec.table)
         try:
-            _winners(conn, table, spec)
+            if not _winners(conn, table, spec):
+                return Published(spec.table, 0, _count(conn, spec.table), attempt)
             for child in spec.children:
                 child_table = _table(catalog, f"{namespace}.{child.name}", conn, child.name)
                 _replace(child_table, conn, child.name, child.parent_key, parent=False)
@@ -147,20 +148,19 @@ def _publish_table(conn: duckdb.DuckDBPyConnection, catalog: Catalog, namespace:
             continue
         finally:
             conn.execute("DROP TABLE IF EXISTS _winners; DROP TABLE IF EXISTS _whole_orgs")
-        rows = conn.execute(f"SELECT count(*) FROM a.{spec.table}").fetchone()[0]
-        return Published(spec.table, written, rows, attempt)
+        return Published(spec.table, written, _count(conn, spec.table), attempt)
     raise AssertionError("unreachable")
 
 
-def _winners(conn: duckdb.DuckDBPyConnection, table: Any, spec: TableSpec) -> None:
+def _winners(conn: duckdb.DuckDBPyConnection, table: Any, spec: TableSpec) -> int:
     """TEMP TABLE _winners (org, id, replaces): the rows of analytics.duckdb to write, newer than (or
-    missing from) the Iceberg table's version of them and not already there unchanged."""
+    missing from) the Iceberg table's version of them and not already there unchanged; their count."""
     key, version = spec.key, tuple(spec.version)
     compared = dict.fromkeys([ORG_COLUMN, key, *version, *VERSION_STAMP])
     existing = table.scan(selected_fields=tuple(compared)).to_arrow()
     conn.register("_existing", existing)
     try:
-        differs = " OR ".join(f"w.{c} IS DISTINCT FROM e.{c}" for c in VERSION_STAMP)
+        differs = " OR ".join(f"{_as_published('w', c)} IS DISTINCT FROM e.{c}" for c in VERSION_STAMP)
         conn.execute(
             f"CREATE OR REPLACE TEMP TABLE _winners AS SELECT w.{ORG_COLUMN} AS org, w.{key} AS id, "
             f"e.{key} IS NOT NULL AS replaces FROM a.{spec.table} w LEFT JOIN _existing e "
@@ -175,6 +175,7 @@ def _winners(conn: duckdb.DuckDBPyConnection, table: Any, spec: TableSpec) -> No
         )
     finally:
         conn.unregister("_existing")
+    return conn.execute("SELECT count(*) FROM _winners").fetchone()[0]
 
 
 def _replace(table: Any, conn: duckdb.DuckDBPyConnection, name: str, key: str, *, parent: bool) -> int:
@@ -233,6 +234,15 @@ def _select_list(conn: duckdb.DuckDBPyConnection, name: str) -> str:
         f'"{column}"::{ICEBERG_CASTS[type_]} AS "{column}"' if type_ in ICEBERG_CASTS else f'"{column}"'
         for column, type_ in columns
     )
+
+
+def _as_published(alias: str, column: str) -> str:
+    """SQL: analytics.duckdb's `column` of the row aliased `alias` as the Iceberg table has it (the digest)."""
+    return f"{alias}.{column}::{ICEBERG_CASTS['UBIGINT']}" if column == DIGEST_COLUMN else f"{alias}.{column}"
+
+
+def _count(conn: duckdb.DuckDBPyConnection, name: str) -> int:
+    return conn.execute(f"SELECT count(*) FROM a.{name}").fetchone()[0]
 
 
 def _exists(conn: duckdb.DuckDBPyConnection, name: str) -> bool:

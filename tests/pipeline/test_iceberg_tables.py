@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from assets.analytics import ICEBERG_TABLES
-from resources.iceberg import IcebergResource
+from resources.iceberg import ICEBERG_CASTS, IcebergResource
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV
 from resources.sql import sql_literal
 from tests.pipeline.sync_support import query, sync
@@ -62,8 +62,7 @@ def differences(analytics: Path, from_iceberg: Path, tables: list[str]) -> dict[
             "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'a' AND table_name = ? "
             "ORDER BY column_index", [table],
         ).fetchall()
-        select = ", ".join(f'"{c}"::VARCHAR' if t == "JSON" else f'"{c}"::DECIMAL(20, 0)' if t == "UBIGINT" else f'"{c}"'
-                           for c, t in columns)
+        select = ", ".join(f'"{c}"::{ICEBERG_CASTS[t]}' if t in ICEBERG_CASTS else f'"{c}"' for c, t in columns)
         a, i = f"SELECT {select} FROM a.{table}", f"SELECT {select} FROM i.{table}"
         found[table] = (
             conn.execute(f"SELECT count(*) FROM a.{table}").fetchone()[0],
@@ -134,3 +133,17 @@ def test_a_publish_from_an_older_warehouse_never_replaces_a_newer_row(iceberg_en
     copy = read_back(iceberg_env, tmp_path / "from_iceberg.duckdb", ["kols"])
     assert query(copy, f"SELECT title FROM kols WHERE id = '{target}'") == [("Head of Research",)]
     assert differences(newer.analytics_path, copy, ["kols"])["kols"] == (5, 0, 0)
+
+
+def test_one_iceberg_setting_without_the_other_or_an_unreachable_catalog_is_one_line_naming_the_variable() -> None:
+    from resources.iceberg import open_catalog
+    from resources.settings import SettingsError
+    from tests.service.webhook_support import free_port
+
+    with pytest.raises(SettingsError, match=f"^{ICEBERG_CATALOG_URL_ENV} is not set: .* both"):
+        open_catalog(None, "s3://bucket/tables")
+    with pytest.raises(SettingsError, match=f"^{ICEBERG_WAREHOUSE_ENV}='file:///tmp' is not an s3://bucket/prefix URL"):
+        open_catalog("postgresql://u:secret@127.0.0.1/db", "file:///tmp")
+    with pytest.raises(SettingsError, match=f"^{ICEBERG_CATALOG_URL_ENV}=postgresql\\+psycopg2://u:\\*\\*\\*@.*catalog unreachable") as error:
+        open_catalog(f"postgresql://u:secret@127.0.0.1:{free_port()}/db", "s3://bucket/tables")
+    assert "secret" not in str(error.value) and "\n" not in str(error.value)
