@@ -45,6 +45,9 @@ from resources.sql import sql_literal
 from resources.warehouse import DIGEST_COLUMN, ORG_COLUMN, TableSpec, _not_older
 
 COMMIT_ATTEMPTS = 5  # another writer committed between our read and our commit: recompute, try again
+# pyiceberg's own retry re-applies the same delete and append on top of the other writer's commit, which
+# would add a row twice or put back an older one: off, so a conflict comes back here to be recomputed.
+TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
 BATCH_ROWS = 50_000  # rows per appended batch (one data file each): bounds a publish's memory
 # The object store's timeouts, as the lake's (resources/object_store.py): the SDK's default gives up on a
 # response that stalls for 3 s, which a loaded S3-compatible server does.
@@ -216,7 +219,10 @@ def _table(catalog: Catalog, identifier: str, conn: duckdb.DuckDBPyConnection, n
     try:
         table = catalog.load_table(identifier)
     except NoSuchTableError:
-        return catalog.create_table_if_not_exists(identifier, schema=schema)
+        return catalog.create_table_if_not_exists(identifier, schema=schema, properties=TABLE_PROPERTIES)
+    if any(table.properties.get(name) != value for name, value in TABLE_PROPERTIES.items()):
+        with table.transaction() as transaction:
+            transaction.set_properties(TABLE_PROPERTIES)
     if set(schema.names) - set(table.schema().column_names):
         with table.update_schema() as update:
             update.union_by_name(schema)

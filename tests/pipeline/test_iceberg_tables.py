@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -147,3 +148,53 @@ def test_one_iceberg_setting_without_the_other_or_an_unreachable_catalog_is_one_
     with pytest.raises(SettingsError, match=f"^{ICEBERG_CATALOG_URL_ENV}=postgresql\\+psycopg2://u:\\*\\*\\*@.*catalog unreachable") as error:
         open_catalog(f"postgresql://u:secret@127.0.0.1:{free_port()}/db", "s3://bucket/tables")
     assert "secret" not in str(error.value) and "\n" not in str(error.value)
+
+
+@dataclass(frozen=True)
+class _Kols:
+    """The shape of a current-state table the publish needs (resources.warehouse.TableSpec)."""
+
+    table: str = "kols"
+    key: str = "id"
+    version: tuple[str, ...] = ("updated_at",)
+    children: tuple = ()
+
+
+def _host_analytics(path: Path, rows: list[tuple[str, int, str]]) -> Path:
+    """An analytics.duckdb of one host: KOLs (id, day of November their version is from, title)."""
+    path.parent.mkdir(parents=True)
+    conn = duckdb.connect(str(path))
+    values = ", ".join(f"('{id_}', {day}, '{title}')" for id_, day, title in rows)
+    conn.execute(
+        "CREATE TABLE kols AS SELECT 'default' AS org, id, TIMESTAMPTZ '2026-11-01 00:00:00+00' + INTERVAL (day) DAY "
+        "AS updated_at, title, DATE '2026-11-10' AS _snapshot_date, now() AS _loaded_at, hash(id, title) AS _digest "
+        f"FROM (VALUES {values}) t(id, day, title)"
+    )
+    conn.close()
+    return path
+
+
+def test_two_hosts_publishing_at_once_both_land_and_the_newer_row_wins(iceberg_env, tmp_path: Path, monkeypatch) -> None:
+    import resources.iceberg as iceberg
+
+    host_a = _host_analytics(tmp_path / "a" / "analytics.duckdb", [("kol_1", 1, "A older"), ("kol_2", 3, "A newer")])
+    host_b = _host_analytics(tmp_path / "b" / "analytics.duckdb",
+                             [("kol_1", 2, "B newer"), ("kol_2", 2, "B older"), ("kol_3", 1, "B only")])
+    settings = {"catalog_url": iceberg_env[ICEBERG_CATALOG_URL_ENV], "warehouse": iceberg_env[ICEBERG_WAREHOUSE_ENV]}
+    winners, host_b_published = iceberg._winners, []
+
+    def host_b_commits_meanwhile(conn, table, spec):
+        found = winners(conn, table, spec)
+        monkeypatch.setattr(iceberg, "_winners", winners)  # once: host A has read the table, host B commits first
+        host_b_published.extend(IcebergResource(**settings).publish(host_b, [_Kols()]))
+        return found
+
+    monkeypatch.setattr(iceberg, "_winners", host_b_commits_meanwhile)
+    (published,) = IcebergResource(**settings).publish(host_a, [_Kols()])
+
+    assert host_b_published[0].rows_written == 3
+    assert published.attempts == 2 and published.rows_written == 1  # recomputed: only kol_2 is newer on host A
+    copy = read_back(iceberg_env, tmp_path / "from_iceberg.duckdb", ["kols"])
+    assert query(copy, "SELECT id, title FROM kols ORDER BY id") == [
+        ("kol_1", "B newer"), ("kol_2", "A newer"), ("kol_3", "B only")
+    ]
