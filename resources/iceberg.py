@@ -21,6 +21,7 @@ so a publish that fails between the two is completed by the next one.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -192,7 +193,9 @@ def _replace(table: Any, conn: duckdb.DuckDBPyConnection, name: str, key: str, *
     written = 0
     with table.transaction() as transaction:
         if deleted is not None:
-            transaction.delete(deleted)
+            with warnings.catch_warnings():  # a new parent's children (none yet) are in the filter too
+                warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                transaction.delete(deleted)
         for batch in rows:
             transaction.append(pa.Table.from_batches([batch]))
             written += batch.num_rows

@@ -92,9 +92,8 @@ def test_iceberg_tables_equal_analytics_table_by_table_after_a_nightly_sync_and_
     sync(stack.service, stack.data_dir)
 
     after_sync = assert_equal_table_by_table(stack, iceberg_env, tmp_path)
-    assert {t: after_sync[t][0] for t in ("kols", "products", "signals", "signal_product_relevance")} == {
-        "kols": 2, "products": 3, "signals": 1, "signal_product_relevance": after_sync["signal_product_relevance"][0]
-    } and after_sync["product_market_status"][0] > 0
+    assert {t: after_sync[t][0] for t in ("kols", "products", "signals")} == {"kols": 2, "products": 3, "signals": 1}
+    assert after_sync["product_market_status"][0] > 0  # child tables too
 
     stack.change(lambda conn, org: kols.update_kol(conn, org, a["id"], {"title": "Chief of Cardiology"}))
     stack.change(lambda conn, org: kols.archive_kol(conn, org, b["id"]))
