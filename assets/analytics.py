@@ -2,18 +2,24 @@
 
 Downstream of every warehouse table, so lineage shows what analysts read and when it last
 changed. A run whose warehouse steps failed publishes nothing: analysts keep the last
-complete copy.
+complete copy. With the Iceberg settings, the same copy's current-state tables are then merged
+into Iceberg tables on the object store for readers on other machines (resources/iceberg.py).
 """
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import dagster as dg
 import duckdb
 
+from assets.catalog import CAMPAIGN_ENGAGEMENT, CATALOG, KOL_DETAILS, WEBHOOK_EVENTS
+from resources.iceberg import IcebergResource
 from resources.warehouse import WarehouseResource
 
 ANALYTICS_KEY = dg.AssetKey(["analytics"])
+# The current-state tables (one row per org and key, with their child tables) published as Iceberg tables.
+ICEBERG_TABLES = (*CATALOG, KOL_DETAILS, CAMPAIGN_ENGAGEMENT, WEBHOOK_EVENTS)
 
 
 def read_published(warehouse: WarehouseResource, table: str, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
@@ -38,15 +44,24 @@ def build_analytics_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
         group_name="analytics",
         kinds={"duckdb"},
         pool="warehouse",
-        description="analytics.duckdb: the warehouse as published for analysts (atomic copy; open it read-only).",
+        description="analytics.duckdb: the warehouse as published for analysts (atomic copy; open it read-only); "
+        "with COMMOPS_ICEBERG_* set, also its current-state tables as Iceberg tables.",
     )
-    def analytics(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def analytics(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, iceberg: IcebergResource
+    ) -> dg.MaterializeResult:
         path = warehouse.publish_analytics(context.log)
         context.log.info(f"Published {path} for analysts")
+        started = time.monotonic()
+        published = iceberg.publish(path, ICEBERG_TABLES, context.log)
+        iceberg_metadata = {
+            f"iceberg_rows_written_{p.table}": p.rows_written for p in published
+        } | ({"iceberg_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3))} if published else {})
         return dg.MaterializeResult(
             metadata={
                 "path": dg.MetadataValue.path(str(path)),
                 "size_mb": dg.MetadataValue.float(round(path.stat().st_size / 1e6, 2)),
+                **iceberg_metadata,
             }
         )
 

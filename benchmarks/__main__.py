@@ -781,6 +781,7 @@ def write_page(results: dict, chart: str | None) -> str:
     lines += _receivers_section()
     lines += _crm_matching_section()
     lines += _lake_s3_section()
+    lines += _written_section("benchmarks-table-format.md")
     lines += ["", "## Caveats", "",
               "- dlt runs with its defaults (no worker or buffer tuning), as its docs configure a page-number API; "
               "it does not sort the lists (our sync walks them by created_at ascending), and it reads the three "
@@ -820,6 +821,10 @@ def _receivers_section() -> list[str]:
         lines += ["", "Ratios of the medians: " + ", ".join(f"{name} {value:.2f}" for name, value in figures["ratios"].items())
                   + "." + (f" {figures['note']}" if figures.get("note") else "")]
     return lines
+def _written_section(name: str) -> list[str]:
+    """A section a benchmark of its own writes as markdown (e.g. `benchmarks/table_format.py --write`)."""
+    path = DOCS / name
+    return path.read_text().splitlines() if path.exists() else []
 
 
 def _crm_matching_section() -> list[str]:

@@ -20,10 +20,11 @@ from pipelines.schedules import build_schedules
 from pipelines.sensors import SENSORS
 from resources.api import CommopsApiResource
 from resources.crm import CrmSettings, NoCrmConfigured, build_crm_resource
+from resources.iceberg import IcebergResource
 from resources.inbox import InboxResource
 from resources.lake import LakeResource
 from resources.orgs import ORGS_URL_ENV, OrgsResource
-from resources.settings import API_KEY_ENV, Settings, load_settings
+from resources.settings import API_KEY_ENV, ICEBERG_CATALOG_URL_ENV, Settings, load_settings
 from resources.warehouse import WarehouseResource
 from webhook_receiver.inbox import INBOX_URL_ENV
 
@@ -67,6 +68,11 @@ def build_resources(
         ),
         "lake": LakeResource(data_dir=data_dir, url=settings.lake_url),
         "warehouse": WarehouseResource(data_dir=data_dir),
+        "iceberg": IcebergResource(
+            catalog_url=dg.EnvVar(ICEBERG_CATALOG_URL_ENV) if os.environ.get(ICEBERG_CATALOG_URL_ENV) else None,
+            warehouse=settings.iceberg_warehouse,
+            namespace=settings.iceberg_namespace,
+        ),
         "inbox": InboxResource(
             data_dir=data_dir,
             url=dg.EnvVar(INBOX_URL_ENV) if os.environ.get(INBOX_URL_ENV) else None,

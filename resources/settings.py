@@ -22,6 +22,9 @@ BASE_URL_ENV = "COMMOPS_BASE_URL"
 API_KEY_ENV = "COMMOPS_API_KEY"
 DATA_DIR_ENV = "COMMOPS_DATA_DIR"
 TIMEZONE_ENV = "COMMOPS_TIMEZONE"
+# The Iceberg tables (resources/iceberg.py): the catalog's URL, read only as a dg.EnvVar (it may hold a password).
+ICEBERG_CATALOG_URL_ENV = "COMMOPS_ICEBERG_CATALOG_URL"
+ICEBERG_WAREHOUSE_ENV = "COMMOPS_ICEBERG_WAREHOUSE"
 
 
 class SettingsError(RuntimeError):
