@@ -160,6 +160,8 @@ SELECT id,
        nullif(lower(trim(email)), '') AS email,
        nullif(split_part(lower(trim(email)), '@', 1), '') AS em_local,
        nullif(split_part(lower(trim(email)), '@', 2), '') AS em_domain,
+       -- the local part's letters: first.last, first_last and last.first of one name read alike
+       nullif(regexp_replace(split_part(lower(trim(email)), '@', 1), '[^a-z]', '', 'g'), '') AS em_letters,
        pm_e164(digits, starts_with(trim(phone), '+'), r.calling_code, r.national_prefix) AS phone,
        ti.key AS inst, tc.key AS city, named.country, td.key AS dept, tt.key AS title,
        last_modified, external_id, completeness

@@ -77,12 +77,16 @@ SELECT DISTINCT id, key, probe FROM (
   UNION ALL SELECT id, 'i' || l || '|' || fi, initial_only FROM (SELECT id, fi, initial_only, unnest(lp) AS l FROM {table})
   UNION ALL SELECT id, 'p' || phone, false FROM {table} WHERE phone IS NOT NULL
   UNION ALL SELECT id, 'e' || em_local, false FROM {table} WHERE length(em_local) >= 4
+  -- a local part spelling a name (amanda.benitez@, benitez.a@) meets the record of that name
+  UNION ALL SELECT id, 'm' || em_letters, false FROM {table} WHERE length(em_letters) >= 5
+  UNION ALL SELECT id, 'm' || unnest([fn || l, l || fn, fi || l, l || fi]), false
+  FROM (SELECT id, fn, fi, replace(ln, ' ', '') AS l FROM {table} WHERE fn IS NOT NULL AND ln IS NOT NULL AND NOT initial_only)
   UNION ALL SELECT id, 'f' || fc[1] || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND fc IS NOT NULL
   UNION ALL SELECT id, 'l' || ln || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND ln IS NOT NULL
 )""")
 
 
-def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str, kinds: str = "niepfl",
+def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str, kinds: str = "niepflm",
           cap: int = BLOCK_CAP) -> int:
     """TEMP table `out` (a, b): the distinct pairs sharing a key of one of `kinds` held by at most `cap` records
     on each side (ids of `left` and `right`; with right None, pairs within `left`, a < b). Returns the pair count."""
@@ -196,6 +200,7 @@ WITH j AS (
          a.fc AS a_fc, b.fc AS b_fc, a.ln AS a_ln, b.ln AS b_ln, a.lt AS a_lt, b.lt AS b_lt,
          a.email AS a_email, b.email AS b_email, a.em_local AS a_local, b.em_local AS b_local,
          a.em_domain AS a_domain, b.em_domain AS b_domain, a.phone AS a_phone, b.phone AS b_phone,
+         a.em_letters AS a_letters, b.em_letters AS b_letters,
          a.inst AS a_inst, b.inst AS b_inst, a.city AS a_city, b.city AS b_city, a.country AS a_country,
          b.country AS b_country, a.dept AS a_dept, b.dept AS b_dept, a.title AS a_title, b.title AS b_title
   FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
@@ -211,6 +216,14 @@ levels AS (
          WHEN a_ln = b_ln THEN 'exact'
          WHEN list_has_any(a_lt, b_lt) THEN 'part'
          WHEN {jw}(a_ln, b_ln) >= 0.9 THEN 'typo' ELSE 'differ' END AS last_level,
+    -- one side's email spells the other's name: first.last, first_last, last.first give the first name
+    -- and the last, flast, f.last and lastf the last name (the CRM kept amanda.benitez@ for "A Benitez")
+    length(a_fn) > 1 AND b_letters IN (a_fn || replace(a_ln, ' ', ''), replace(a_ln, ' ', '') || a_fn)
+      OR length(b_fn) > 1 AND a_letters IN (b_fn || replace(b_ln, ' ', ''), replace(b_ln, ' ', '') || b_fn) AS mail_first,
+    b_letters IN (a_fn || replace(a_ln, ' ', ''), replace(a_ln, ' ', '') || a_fn, a_fi || replace(a_ln, ' ', ''),
+                  replace(a_ln, ' ', '') || a_fi)
+      OR a_letters IN (b_fn || replace(b_ln, ' ', ''), replace(b_ln, ' ', '') || b_fn, b_fi || replace(b_ln, ' ', ''),
+                       replace(b_ln, ' ', '') || b_fi) AS mail_last,
     a_fn IS NOT NULL AND b_fn IS NOT NULL AND a_ln IS NOT NULL AND b_ln IS NOT NULL AND NOT initial
       AND (list_contains(b_lt, a_fn) OR {jw}(a_fn, b_ln) >= 0.92)
       AND (list_contains(a_lt, b_fn) OR {jw}(a_ln, b_fn) >= 0.92) AS crossed,
@@ -247,11 +260,13 @@ placed AS (
 ),
 weighed AS (
   SELECT p.*,
-    CASE first_level WHEN 'exact' THEN {_exact("first", "tf.u")} WHEN 'nickname' THEN {W["first_nickname"]}
-         WHEN 'typo' THEN {W["first_typo"]} WHEN 'initial' THEN {W["first_initial"]} WHEN 'differ' THEN {W["first_differ"]}
+    CASE WHEN first_level = 'exact' OR coalesce(mail_first, false) THEN {_exact("first", "tf.u")}
+         WHEN first_level = 'nickname' THEN {W["first_nickname"]} WHEN first_level = 'typo' THEN {W["first_typo"]}
+         WHEN first_level = 'initial' THEN {W["first_initial"]} WHEN first_level = 'differ' THEN {W["first_differ"]}
          ELSE 0 END AS w_first,
-    CASE last_level WHEN 'exact' THEN {_exact("last", "tl.u")} WHEN 'part' THEN {W["last_part"]}
-         WHEN 'typo' THEN {W["last_typo"]} WHEN 'differ' THEN {W["last_differ"]} ELSE 0 END AS w_last,
+    CASE WHEN last_level = 'exact' OR coalesce(mail_last, false) THEN {_exact("last", "tl.u")}
+         WHEN last_level = 'part' THEN {W["last_part"]} WHEN last_level = 'typo' THEN {W["last_typo"]}
+         WHEN last_level = 'differ' THEN {W["last_differ"]} ELSE 0 END AS w_last,
     {_exact("first", "tf.u")} + {_exact("last", "tl.u")} + {W["swapped"]} AS w_crossed,
     CASE phone_level WHEN 'equal' THEN {_exact("phone", "tp.u")} WHEN 'differ' THEN {W["phone_differ"]} ELSE 0 END AS w_phone,
     CASE email_level WHEN 'equal' THEN {W["email_equal"]} WHEN 'local_named' THEN {W["local_named"]}
@@ -277,7 +292,9 @@ named AS (
 )
 SELECT a, b, bits, score,
        CASE WHEN score >= {2.0 if reasons_from is None else float(reasons_from)} THEN to_json([
-         {{'field': 'name', 'level': CASE WHEN swapped THEN 'swapped' ELSE 'first ' || first_level || ', last ' || last_level END,
+         {{'field': 'name', 'level': CASE WHEN swapped THEN 'swapped' ELSE 'first ' || first_level || ', last ' || last_level
+           || CASE WHEN mail_first AND first_level <> 'exact' OR mail_last AND last_level <> 'exact'
+                   THEN ' (the email spells the name)' ELSE '' END END,
            'bits': round(w_name, 1), 'kol': concat_ws(' ', a_fn, a_ln), 'crm': concat_ws(' ', b_fn, b_ln)}},
          {{'field': 'phone', 'level': phone_level, 'bits': round(w_phone, 1), 'kol': a_phone, 'crm': b_phone}},
          {{'field': 'email', 'level': email_level || ', domain ' || domain_level, 'bits': round(w_email, 1),
@@ -363,3 +380,24 @@ FROM (SELECT * FROM _pm_kc WHERE a NOT IN (SELECT kol_id FROM _pm_match)
       QUALIFY row_number() OVER (PARTITION BY a ORDER BY score DESC, b) <= 3) s
 JOIN _crm_c c ON c.crm_id = s.b
 GROUP BY s.a""")
+
+
+def one_person_per_kol(conn: duckdb.DuckDBPyConnection, sets: str, linked: str) -> None:
+    """Drop from _pm_match what the duplicate sets (`sets`: crm_id, duplicate_set_id) say is someone else:
+
+    - a contact in a set with a contact linked to another KOL (`linked`: crm_id, kol_id; by email or
+      external id) is that KOL's second record, not this KOL;
+    - a KOL's other contacts (not kol_primary) unless they are in one set with its best contact: a KOL
+      is one person, so two contacts that are not one person cannot both be it, and the one that
+      scores less is the namesake.
+
+    Those contacts stay crm_only."""
+    conn.execute(f"""
+DELETE FROM _pm_match WHERE crm_id IN (
+  SELECT m.crm_id FROM _pm_match m JOIN {sets} d ON d.crm_id = m.crm_id JOIN {sets} o ON o.duplicate_set_id = d.duplicate_set_id
+  JOIN {linked} l ON l.crm_id = o.crm_id WHERE l.kol_id <> m.kol_id)""")
+    conn.execute(f"""
+DELETE FROM _pm_match WHERE NOT kol_primary AND crm_id NOT IN (
+  SELECT m.crm_id FROM _pm_match m JOIN {sets} d ON d.crm_id = m.crm_id
+  JOIN (SELECT p.kol_id, s.duplicate_set_id FROM _pm_match p JOIN {sets} s ON s.crm_id = p.crm_id WHERE p.kol_primary) b
+    ON b.kol_id = m.kol_id AND b.duplicate_set_id = d.duplicate_set_id)""")

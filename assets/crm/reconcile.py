@@ -202,7 +202,9 @@ WHERE (k.email_n IS NULL OR e.kol_id = k.kol_id)
     conn.unregister("_pm_rejected_arrow")
     probable.prepare(conn, kols, "_pm_kpool", contacts)
     probable.match(conn, "_pm_cpool_ids", threshold, "_pm_rejected")
-    return duplicates.find(conn, threshold, "(SELECT kol_id FROM _crm_k)")
+    sets = duplicates.find(conn, threshold, "(SELECT kol_id FROM _crm_k)")
+    probable.one_person_per_kol(conn, duplicates.SETS, "(SELECT crm_id, email_kol AS kol_id FROM _crm_rows WHERE email_kol IS NOT NULL)")
+    return sets
 
 
 def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
