@@ -66,9 +66,15 @@ U_FLOOR = {"first": 1e-3, "last": 2e-4, "phone": 1e-5, "institution": 5e-4}
 CAP = {"first": 7.0, "last": 11.0, "phone": 12.0, "institution": 9.0}
 
 
-def keys(conn: duckdb.DuckDBPyConnection, table: str) -> None:
+def keys(conn: duckdb.DuckDBPyConnection, table: str, spelled_names: bool = False) -> None:
     """TEMP table {table}_keys (id, key, probe): the blocking keys of a feature table. Keys starting
-    'i' (last name code + first initial) block only with a record that gives just an initial (probe)."""
+    'i' (last name code + first initial) block only with a record that gives just an initial (probe).
+    `spelled_names` (the KOL side): also the local parts the record's name would make ('m' keys, which
+    the other side holds for its email's letters)."""
+    spelled = """
+  UNION ALL SELECT id, 'm' || unnest([fn || l, l || fn, fi || l, l || fi]), false
+  FROM (SELECT id, fn, fi, replace(ln, ' ', '') AS l FROM {table} WHERE fn IS NOT NULL AND ln IS NOT NULL AND NOT initial_only)
+""" if spelled_names else ""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {table}_keys AS
 SELECT DISTINCT id, key, probe FROM (
@@ -78,9 +84,7 @@ SELECT DISTINCT id, key, probe FROM (
   UNION ALL SELECT id, 'p' || phone, false FROM {table} WHERE phone IS NOT NULL
   UNION ALL SELECT id, 'e' || em_local, false FROM {table} WHERE length(em_local) >= 4
   -- a local part spelling a name (amanda.benitez@, benitez.a@) meets the record of that name
-  UNION ALL SELECT id, 'm' || em_letters, false FROM {table} WHERE length(em_letters) >= 5
-  UNION ALL SELECT id, 'm' || unnest([fn || l, l || fn, fi || l, l || fi]), false
-  FROM (SELECT id, fn, fi, replace(ln, ' ', '') AS l FROM {table} WHERE fn IS NOT NULL AND ln IS NOT NULL AND NOT initial_only)
+  UNION ALL SELECT id, 'm' || em_letters, false FROM {table} WHERE length(em_letters) >= 5{spelled.format(table=table)}
   UNION ALL SELECT id, 'f' || fc[1] || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND fc IS NOT NULL
   UNION ALL SELECT id, 'l' || ln || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND ln IS NOT NULL
 )""")
@@ -127,14 +131,11 @@ def name_compatible(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str,
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {pair_table} AS
 SELECT p.a, p.b FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
-WHERE (a.fn IS NULL OR b.fn IS NULL OR a.fi = b.fi AND (a.initial_only OR b.initial_only OR a.fn = b.fn
+WHERE ((a.fn IS NULL OR b.fn IS NULL OR a.fi = b.fi AND (a.initial_only OR b.initial_only OR a.fn = b.fn
          OR list_has_any(a.fc, b.fc) OR {jw}(a.fn, b.fn) >= 0.9) OR list_has_any(a.fc, b.fc))
   AND (a.ln IS NULL OR b.ln IS NULL OR a.ln = b.ln OR list_has_any(a.lt, b.lt) OR {jw}(a.ln, b.ln) >= 0.9)
-   OR (list_contains(b.lt, a.fn) OR {jw}(a.fn, b.ln) >= 0.92) AND (list_contains(a.lt, b.fn) OR {jw}(a.ln, b.fn) >= 0.92)""")
-    if corroboration:
-        conn.execute(f"""
-CREATE OR REPLACE TEMP TABLE {pair_table} AS
-SELECT p.a, p.b FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b WHERE true {corroboration}""")
+   OR (list_contains(b.lt, a.fn) OR {jw}(a.fn, b.ln) >= 0.92) AND (list_contains(a.lt, b.fn) OR {jw}(a.ln, b.fn) >= 0.92))
+  {corroboration}""")
 
 
 def _text_similarity(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str) -> None:
@@ -337,7 +338,7 @@ def prepare(conn: duckdb.DuckDBPyConnection, kols: str, kol_pool: str, contacts:
     features.build(conn, CONTACT_FEATURES, CONTACT_SOURCE.format(contacts=contacts))
     features.build(conn, KOL_FEATURES, KOL_SOURCE.format(kols=kols, pool=kol_pool))
     keys(conn, CONTACT_FEATURES)
-    keys(conn, KOL_FEATURES)
+    keys(conn, KOL_FEATURES, spelled_names=True)
     frequencies(conn, CONTACT_FEATURES)
 
 
