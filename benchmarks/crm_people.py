@@ -423,6 +423,7 @@ class Maker:
             first = rng.choice(nicks).title() if nicks and rng.random() < 0.5 else first[0] + "."
         other = Person(first, person.last, person.native_first, person.native_last, country, person.gender)
         twin = self.person_record(other, inst)
+        self.emails.discard(twin["email"])  # replaced below: the twin's own first try must not make it "…2@"
         twin["email"] = self.email(person.first, person.last, inst)
         return self.contact(twin)
 

@@ -160,6 +160,8 @@ SELECT id,
        nullif(lower(trim(email)), '') AS email,
        nullif(split_part(lower(trim(email)), '@', 1), '') AS em_local,
        nullif(split_part(lower(trim(email)), '@', 2), '') AS em_domain,
+       -- the local part's letters: first.last, first_last and last.first of one name read alike
+       nullif(regexp_replace(split_part(lower(trim(email)), '@', 1), '[^a-z]', '', 'g'), '') AS em_letters,
        pm_e164(digits, starts_with(trim(phone), '+'), r.calling_code, r.national_prefix) AS phone,
        ti.key AS inst, tc.key AS city, named.country, td.key AS dept, tt.key AS title,
        last_modified, external_id, completeness
@@ -190,9 +192,14 @@ WITH fp AS (SELECT fn, list(DISTINCT p.code) AS fp FROM (SELECT fn, unnest(fc) A
             JOIN pm_phonetic p ON p.token = u.t GROUP BY fn),
      lp AS (SELECT ln, list(DISTINCT p.code) AS lp
             FROM (SELECT DISTINCT ln, lt FROM {table}_base WHERE ln IS NOT NULL) d, unnest(d.lt) u(t)
-            JOIN pm_phonetic p ON p.token = u.t GROUP BY ln)
-SELECT f.*, fc.fc, fp.fp, lp.lp
-FROM {table}_base f LEFT JOIN {table}_fc fc USING (fn) LEFT JOIN fp USING (fn) LEFT JOIN lp USING (ln)""")
+            JOIN pm_phonetic p ON p.token = u.t GROUP BY ln),
+     -- pairs join on this integer; in id order (sorting the ids alone), so pairs keep one orientation run to run
+     ids AS (SELECT id, (row_number() OVER (ORDER BY id))::INTEGER AS rid FROM {table}_base)
+SELECT f.*, fc.fc, fp.fp, lp.lp, ids.rid,
+       -- the local parts the name makes: first.last, first_last, last.first (sp); flast, f.last, lastf (spi)
+       CASE WHEN length(fn) > 1 AND ln IS NOT NULL THEN [fn || replace(ln, ' ', ''), replace(ln, ' ', '') || fn] END AS sp,
+       CASE WHEN ln IS NOT NULL THEN [fi || replace(ln, ' ', ''), replace(ln, ' ', '') || fi] END AS spi
+FROM {table}_base f JOIN ids USING (id) LEFT JOIN {table}_fc fc USING (fn) LEFT JOIN fp USING (fn) LEFT JOIN lp USING (ln)""")
     conn.execute(f"DROP TABLE {table}_fc")
     conn.execute(f"DROP TABLE {table}_base")
 

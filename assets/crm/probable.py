@@ -66,43 +66,51 @@ U_FLOOR = {"first": 1e-3, "last": 2e-4, "phone": 1e-5, "institution": 5e-4}
 CAP = {"first": 7.0, "last": 11.0, "phone": 12.0, "institution": 9.0}
 
 
-def keys(conn: duckdb.DuckDBPyConnection, table: str) -> None:
-    """TEMP table {table}_keys (id, key, probe): the blocking keys of a feature table. Keys starting
-    'i' (last name code + first initial) block only with a record that gives just an initial (probe)."""
+def keys(conn: duckdb.DuckDBPyConnection, table: str, spelled_names: bool = False) -> None:
+    """TEMP table {table}_keys (rid, key, probe): the blocking keys of a feature table. Keys starting
+    'i' (last name code + first initial) block only with a record that gives just an initial (probe).
+    `spelled_names` (the KOL side): also the local parts the record's name would make ('m' keys, which
+    the other side holds for its email's letters)."""
+    spelled = """
+  UNION ALL SELECT rid, 'm' || unnest(sp || spi), false FROM {table} WHERE sp IS NOT NULL AND NOT initial_only
+""" if spelled_names else ""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {table}_keys AS
-SELECT DISTINCT id, key, probe FROM (
-  SELECT id, 'n' || least(f, l) || '|' || greatest(f, l) AS key, false AS probe
-  FROM (SELECT id, unnest(fp) AS f, lp FROM {table} WHERE NOT initial_only) s, unnest(s.lp) u(l)
-  UNION ALL SELECT id, 'i' || l || '|' || fi, initial_only FROM (SELECT id, fi, initial_only, unnest(lp) AS l FROM {table})
-  UNION ALL SELECT id, 'p' || phone, false FROM {table} WHERE phone IS NOT NULL
-  UNION ALL SELECT id, 'e' || em_local, false FROM {table} WHERE length(em_local) >= 4
-  UNION ALL SELECT id, 'f' || fc[1] || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND fc IS NOT NULL
-  UNION ALL SELECT id, 'l' || ln || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND ln IS NOT NULL
+SELECT DISTINCT rid, key, probe FROM (
+  SELECT rid, 'n' || least(f, l) || '|' || greatest(f, l) AS key, false AS probe
+  FROM (SELECT rid, unnest(fp) AS f, lp FROM {table} WHERE NOT initial_only) s, unnest(s.lp) u(l)
+  UNION ALL SELECT rid, 'i' || l || '|' || fi, initial_only FROM (SELECT rid, fi, initial_only, unnest(lp) AS l FROM {table})
+  UNION ALL SELECT rid, 'p' || phone, false FROM {table} WHERE phone IS NOT NULL
+  UNION ALL SELECT rid, 'e' || em_local, false FROM {table} WHERE length(em_local) >= 4
+  -- a local part spelling a name (amanda.benitez@, benitez.a@) meets the record of that name
+  UNION ALL SELECT rid, 'm' || em_letters, false FROM {table} WHERE length(em_letters) >= 5{spelled.format(table=table)}
+  UNION ALL SELECT rid, 'f' || fc[1] || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND fc IS NOT NULL
+  UNION ALL SELECT rid, 'l' || ln || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND ln IS NOT NULL
 )""")
 
 
-def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str, kinds: str = "niepfl",
+def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str, kinds: str = "niepflm",
           cap: int = BLOCK_CAP) -> int:
-    """TEMP table `out` (a, b): the distinct pairs sharing a key of one of `kinds` held by at most `cap` records
-    on each side (ids of `left` and `right`; with right None, pairs within `left`, a < b). Returns the pair count."""
+    """TEMP table `out` (a, b): the row ids (rid) of the distinct pairs sharing a key of one of `kinds` held by at most `cap` records
+    on each side (of `left` and `right`; with right None, pairs within `left`, a < b). Returns the pair count."""
     same = right is None
     wanted = "[" + ", ".join(f"'{k}'" for k in kinds) + "]"
     for side, table in (("_pm_lk", left), *((("_pm_rk", right),) if not same else ())):
         conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {side} AS
-SELECT k.id, k.key, k.probe FROM {table}_keys k
+SELECT k.rid, k.key, k.probe FROM {table}_keys k
 SEMI JOIN (SELECT key FROM {table}_keys WHERE list_contains({wanted}, left(key, 1)) GROUP BY key
            HAVING count(*) <= {int(cap)}) small USING (key)""")
     rk = "_pm_lk" if same else "_pm_rk"
-    order = "AND l.id < r.id" if same else ""
+    order = "AND l.rid < r.rid" if same else ""
+    other = "WHERE l.rid <> r.rid" if same else ""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {out} AS
 SELECT DISTINCT a, b FROM (
-  SELECT l.id AS a, r.id AS b FROM _pm_lk l JOIN {rk} r ON r.key = l.key WHERE NOT starts_with(l.key, 'i') {order}
+  SELECT l.rid AS a, r.rid AS b FROM _pm_lk l JOIN {rk} r ON r.key = l.key WHERE NOT starts_with(l.key, 'i') {order}
   -- a last name + initial key pairs only a record that gives just an initial with the others
-  UNION ALL SELECT l.id, r.id FROM (SELECT * FROM _pm_lk WHERE probe) l JOIN {rk} r ON r.key = l.key WHERE l.id <> r.id
-  UNION ALL SELECT l.id, r.id FROM _pm_lk l JOIN (SELECT * FROM {rk} WHERE probe) r ON r.key = l.key WHERE l.id <> r.id
+  UNION ALL SELECT l.rid, r.rid FROM (SELECT * FROM _pm_lk WHERE probe) l JOIN {rk} r ON r.key = l.key {other}
+  UNION ALL SELECT l.rid, r.rid FROM _pm_lk l JOIN (SELECT * FROM {rk} WHERE probe) r ON r.key = l.key {other}
 ) WHERE {"a < b" if same else "true"}""")
     conn.execute("DROP TABLE IF EXISTS _pm_lk")
     conn.execute("DROP TABLE IF EXISTS _pm_rk")
@@ -122,15 +130,12 @@ def name_compatible(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str,
                      if corroborated else "")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {pair_table} AS
-SELECT p.a, p.b FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
-WHERE (a.fn IS NULL OR b.fn IS NULL OR a.fi = b.fi AND (a.initial_only OR b.initial_only OR a.fn = b.fn
+SELECT p.a, p.b FROM {pair_table} p JOIN {left} a ON a.rid = p.a JOIN {right} b ON b.rid = p.b
+WHERE ((a.fn IS NULL OR b.fn IS NULL OR a.fi = b.fi AND (a.initial_only OR b.initial_only OR a.fn = b.fn
          OR list_has_any(a.fc, b.fc) OR {jw}(a.fn, b.fn) >= 0.9) OR list_has_any(a.fc, b.fc))
   AND (a.ln IS NULL OR b.ln IS NULL OR a.ln = b.ln OR list_has_any(a.lt, b.lt) OR {jw}(a.ln, b.ln) >= 0.9)
-   OR (list_contains(b.lt, a.fn) OR {jw}(a.fn, b.ln) >= 0.92) AND (list_contains(a.lt, b.fn) OR {jw}(a.ln, b.fn) >= 0.92)""")
-    if corroboration:
-        conn.execute(f"""
-CREATE OR REPLACE TEMP TABLE {pair_table} AS
-SELECT p.a, p.b FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b WHERE true {corroboration}""")
+   OR (list_contains(b.lt, a.fn) OR {jw}(a.fn, b.ln) >= 0.92) AND (list_contains(a.lt, b.fn) OR {jw}(a.ln, b.fn) >= 0.92))
+  {corroboration}""")
 
 
 def _text_similarity(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str) -> None:
@@ -147,13 +152,13 @@ SELECT inst, coalesce(nullif(list_filter(string_split(inst, ' '), lambda w: NOT 
 FROM (SELECT inst FROM {left} UNION SELECT inst FROM {right}) WHERE inst IS NOT NULL""")
     rows = conn.execute(f"""
 WITH places AS (
-  SELECT DISTINCT a.inst AS x, b.inst AS y FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
+  SELECT DISTINCT a.inst AS x, b.inst AS y FROM {pair_table} p JOIN {left} a ON a.rid = p.a JOIN {right} b ON b.rid = p.b
   WHERE a.inst <> b.inst AND (a.country IS NULL OR b.country IS NULL OR a.country = b.country)
 )
 SELECT x, y, array_to_string(wx.words, ' '), array_to_string(wy.words, ' ')
 FROM places JOIN pm_words wx ON wx.inst = x JOIN pm_words wy ON wy.inst = y WHERE list_has_any(wx.words, wy.words)
 UNION ALL
-SELECT DISTINCT a.title, b.title, a.title, b.title FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
+SELECT DISTINCT a.title, b.title, a.title, b.title FROM {pair_table} p JOIN {left} a ON a.rid = p.a JOIN {right} b ON b.rid = p.b
 WHERE a.title <> b.title""").fetchall()
     conn.execute("DROP TABLE pm_words")
     sims = process.cpdist([r[2] for r in rows], [r[3] for r in rows], scorer=fuzz.token_set_ratio, workers=-1) / 100 \
@@ -192,13 +197,14 @@ def score(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: st
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {out} AS
 WITH j AS (
-  SELECT p.a, p.b, a.fn AS a_fn, b.fn AS b_fn, a.fi AS a_fi, b.fi AS b_fi, a.initial_only OR b.initial_only AS initial,
+  SELECT a.id AS a, b.id AS b, a.fn AS a_fn, b.fn AS b_fn, a.fi AS a_fi, b.fi AS b_fi, a.initial_only OR b.initial_only AS initial,
          a.fc AS a_fc, b.fc AS b_fc, a.ln AS a_ln, b.ln AS b_ln, a.lt AS a_lt, b.lt AS b_lt,
          a.email AS a_email, b.email AS b_email, a.em_local AS a_local, b.em_local AS b_local,
          a.em_domain AS a_domain, b.em_domain AS b_domain, a.phone AS a_phone, b.phone AS b_phone,
+         a.em_letters AS a_letters, b.em_letters AS b_letters, a.sp AS a_sp, b.sp AS b_sp, a.spi AS a_spi, b.spi AS b_spi,
          a.inst AS a_inst, b.inst AS b_inst, a.city AS a_city, b.city AS b_city, a.country AS a_country,
          b.country AS b_country, a.dept AS a_dept, b.dept AS b_dept, a.title AS a_title, b.title AS b_title
-  FROM {pair_table} p JOIN {left} a ON a.id = p.a JOIN {right} b ON b.id = p.b
+  FROM {pair_table} p JOIN {left} a ON a.rid = p.a JOIN {right} b ON b.rid = p.b
 ),
 levels AS (
   SELECT *,
@@ -211,6 +217,11 @@ levels AS (
          WHEN a_ln = b_ln THEN 'exact'
          WHEN list_has_any(a_lt, b_lt) THEN 'part'
          WHEN {jw}(a_ln, b_ln) >= 0.9 THEN 'typo' ELSE 'differ' END AS last_level,
+    -- one side's email spells the other's name: first.last, first_last, last.first give the first name
+    -- and the last, flast, f.last and lastf the last name (the CRM kept amanda.benitez@ for "A Benitez")
+    list_contains(a_sp, b_letters) OR list_contains(b_sp, a_letters) AS mail_first,
+    list_contains(a_sp, b_letters) OR list_contains(b_sp, a_letters) OR list_contains(a_spi, b_letters)
+      OR list_contains(b_spi, a_letters) AS mail_last,
     a_fn IS NOT NULL AND b_fn IS NOT NULL AND a_ln IS NOT NULL AND b_ln IS NOT NULL AND NOT initial
       AND (list_contains(b_lt, a_fn) OR {jw}(a_fn, b_ln) >= 0.92)
       AND (list_contains(a_lt, b_fn) OR {jw}(a_ln, b_fn) >= 0.92) AS crossed,
@@ -219,8 +230,7 @@ levels AS (
     CASE WHEN a_email IS NULL OR b_email IS NULL THEN 'missing'
          WHEN a_email = b_email THEN 'equal'
          -- a local part made of the name (john.smith, jsmith2) says what the name says already
-         WHEN a_local = b_local OR {jw}(a_local, b_local) >= 0.92 OR regexp_replace(a_local, '[^a-z]', '', 'g')
-                                                                      = regexp_replace(b_local, '[^a-z]', '', 'g')
+         WHEN a_local = b_local OR {jw}(a_local, b_local) >= 0.92 OR a_letters = b_letters
            THEN CASE WHEN (a_ln IS NOT NULL AND contains(a_local, replace(a_ln, ' ', '')))
                        OR (a_fn IS NOT NULL AND length(a_fn) > 2 AND contains(a_local, a_fn)) THEN 'local_named'
                      WHEN a_local = b_local THEN 'local_other' ELSE 'local_similar' END
@@ -247,11 +257,13 @@ placed AS (
 ),
 weighed AS (
   SELECT p.*,
-    CASE first_level WHEN 'exact' THEN {_exact("first", "tf.u")} WHEN 'nickname' THEN {W["first_nickname"]}
-         WHEN 'typo' THEN {W["first_typo"]} WHEN 'initial' THEN {W["first_initial"]} WHEN 'differ' THEN {W["first_differ"]}
+    CASE WHEN first_level = 'exact' OR coalesce(mail_first, false) THEN {_exact("first", "tf.u")}
+         WHEN first_level = 'nickname' THEN {W["first_nickname"]} WHEN first_level = 'typo' THEN {W["first_typo"]}
+         WHEN first_level = 'initial' THEN {W["first_initial"]} WHEN first_level = 'differ' THEN {W["first_differ"]}
          ELSE 0 END AS w_first,
-    CASE last_level WHEN 'exact' THEN {_exact("last", "tl.u")} WHEN 'part' THEN {W["last_part"]}
-         WHEN 'typo' THEN {W["last_typo"]} WHEN 'differ' THEN {W["last_differ"]} ELSE 0 END AS w_last,
+    CASE WHEN last_level = 'exact' OR coalesce(mail_last, false) THEN {_exact("last", "tl.u")}
+         WHEN last_level = 'part' THEN {W["last_part"]} WHEN last_level = 'typo' THEN {W["last_typo"]}
+         WHEN last_level = 'differ' THEN {W["last_differ"]} ELSE 0 END AS w_last,
     {_exact("first", "tf.u")} + {_exact("last", "tl.u")} + {W["swapped"]} AS w_crossed,
     CASE phone_level WHEN 'equal' THEN {_exact("phone", "tp.u")} WHEN 'differ' THEN {W["phone_differ"]} ELSE 0 END AS w_phone,
     CASE email_level WHEN 'equal' THEN {W["email_equal"]} WHEN 'local_named' THEN {W["local_named"]}
@@ -271,13 +283,16 @@ weighed AS (
   LEFT JOIN pm_tf_phone tp ON tp.v = p.a_phone LEFT JOIN pm_tf_inst ti ON ti.v = p.a_inst
 ),
 named AS (
-  SELECT *, crossed AND w_crossed > w_first + w_last AS swapped,
-         CASE WHEN crossed AND w_crossed > w_first + w_last THEN w_crossed ELSE w_first + w_last END AS w_name
+  -- crossed names whose email spells them (in either order) are a swap the email confirms
+  SELECT *, crossed AND (w_crossed > w_first + w_last OR coalesce(mail_first, false)) AS swapped,
+         CASE WHEN crossed THEN greatest(w_crossed, w_first + w_last) ELSE w_first + w_last END AS w_name
   FROM weighed
 )
 SELECT a, b, bits, score,
        CASE WHEN score >= {2.0 if reasons_from is None else float(reasons_from)} THEN to_json([
-         {{'field': 'name', 'level': CASE WHEN swapped THEN 'swapped' ELSE 'first ' || first_level || ', last ' || last_level END,
+         {{'field': 'name', 'level': CASE WHEN swapped THEN 'swapped' ELSE 'first ' || first_level || ', last ' || last_level
+           || CASE WHEN mail_first AND first_level <> 'exact' OR mail_last AND last_level <> 'exact'
+                   THEN ' (the email spells the name)' ELSE '' END END,
            'bits': round(w_name, 1), 'kol': concat_ws(' ', a_fn, a_ln), 'crm': concat_ws(' ', b_fn, b_ln)}},
          {{'field': 'phone', 'level': phone_level, 'bits': round(w_phone, 1), 'kol': a_phone, 'crm': b_phone}},
          {{'field': 'email', 'level': email_level || ', domain ' || domain_level, 'bits': round(w_email, 1),
@@ -320,7 +335,7 @@ def prepare(conn: duckdb.DuckDBPyConnection, kols: str, kol_pool: str, contacts:
     features.build(conn, CONTACT_FEATURES, CONTACT_SOURCE.format(contacts=contacts))
     features.build(conn, KOL_FEATURES, KOL_SOURCE.format(kols=kols, pool=kol_pool))
     keys(conn, CONTACT_FEATURES)
-    keys(conn, KOL_FEATURES)
+    keys(conn, KOL_FEATURES, spelled_names=True)
     frequencies(conn, CONTACT_FEATURES)
 
 
@@ -338,12 +353,12 @@ def match(conn: duckdb.DuckDBPyConnection, contact_pool: str, threshold: float, 
 CREATE OR REPLACE TEMP TABLE _pm_cpool AS SELECT * FROM {CONTACT_FEATURES} WHERE id IN (SELECT crm_id FROM {contact_pool})""")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _pm_cpool_keys AS SELECT * FROM {CONTACT_FEATURES}_keys
-WHERE id IN (SELECT crm_id FROM {contact_pool})""")
+WHERE rid IN (SELECT rid FROM _pm_cpool)""")
     pairs(conn, KOL_FEATURES, "_pm_cpool", "_pm_kc_pairs")
-    conn.execute(f"DELETE FROM _pm_kc_pairs WHERE (a, b) IN (SELECT (kol_id, crm_id) FROM {rejected})")
     sizes = conn.execute(f"SELECT (SELECT count(*) FROM {KOL_FEATURES}), (SELECT count(*) FROM _pm_cpool)").fetchone()
     score(conn, "_pm_kc_pairs", KOL_FEATURES, "_pm_cpool", prior_bits(PRIOR_SHARE, max(sizes)), "_pm_kc",
           min_score=CANDIDATE_FLOOR, reasons_from=threshold)
+    conn.execute(f"DELETE FROM _pm_kc WHERE (a, b) IN (SELECT (kol_id, crm_id) FROM {rejected})")
     for table in ("_pm_kc_pairs", "_pm_cpool", "_pm_cpool_keys", f"{KOL_FEATURES}_keys", "pm_sim"):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.execute(f"""
@@ -363,3 +378,24 @@ FROM (SELECT * FROM _pm_kc WHERE a NOT IN (SELECT kol_id FROM _pm_match)
       QUALIFY row_number() OVER (PARTITION BY a ORDER BY score DESC, b) <= 3) s
 JOIN _crm_c c ON c.crm_id = s.b
 GROUP BY s.a""")
+
+
+def one_person_per_kol(conn: duckdb.DuckDBPyConnection, sets: str, linked: str) -> None:
+    """Drop from _pm_match what the duplicate sets (`sets`: crm_id, duplicate_set_id) say is someone else:
+
+    - a contact in a set with a contact linked to another KOL (`linked`: crm_id, kol_id; by email or
+      external id) is that KOL's second record, not this KOL;
+    - a KOL's other contacts (not kol_primary) unless they are in one set with its best contact: a KOL
+      is one person, so two contacts that are not one person cannot both be it, and the one that
+      scores less is the namesake.
+
+    Those contacts stay crm_only."""
+    conn.execute(f"""
+DELETE FROM _pm_match WHERE crm_id IN (
+  SELECT m.crm_id FROM _pm_match m JOIN {sets} d ON d.crm_id = m.crm_id JOIN {sets} o ON o.duplicate_set_id = d.duplicate_set_id
+  JOIN {linked} l ON l.crm_id = o.crm_id WHERE l.kol_id <> m.kol_id)""")
+    conn.execute(f"""
+DELETE FROM _pm_match WHERE NOT kol_primary AND crm_id NOT IN (
+  SELECT m.crm_id FROM _pm_match m JOIN {sets} d ON d.crm_id = m.crm_id
+  JOIN (SELECT p.kol_id, s.duplicate_set_id FROM _pm_match p JOIN {sets} s ON s.crm_id = p.crm_id WHERE p.kol_primary) b
+    ON b.kol_id = m.kol_id AND b.duplicate_set_id = d.duplicate_set_id)""")

@@ -110,24 +110,25 @@ def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal[
 
 
 def _differences_sql(rules: list[FieldRule] | tuple[FieldRule, ...]) -> str:
-    """JSON list of the differing fields of a contact (alias c) and its email KOL (alias k).
+    """JSON list of the differing fields of a contact and its email KOL (raw values c_v{i} and k_v{i}).
 
     Most pairs carry identical raw values, so a CASE compares the raw values first and computes
-    the normalized keys only for the rest (DuckDB evaluates a CASE branch only for its rows)."""
-    items, sames = [], []
+    the normalized keys only for the rest (DuckDB evaluates a CASE branch only for its rows). Phone
+    keys come as columns kp{i} / cp{i} (computed by _contact_rows): crm_same_phone names each argument several
+    times, and a macro repeats its argument's whole regex chain at every mention."""
+    items = []
     for i, rule in enumerate(rules):
         key = _KEY_MACROS[rule.kind]
-        keyed = f"crm_same_phone({key}(k.v{i}), {key}(c.v{i}))" if rule.kind == "phone" else (
-            f"{key}(k.v{i}) IS NOT DISTINCT FROM {key}(c.v{i})")
-        same = f"CASE WHEN k.v{i} IS NOT DISTINCT FROM c.v{i} THEN true ELSE {keyed} END"
-        sames.append(same)
+        keyed = f"crm_same_phone(kp{i}, cp{i})" if rule.kind == "phone" else (
+            f"{key}(k_v{i}) IS NOT DISTINCT FROM {key}(c_v{i})")
+        same = f"CASE WHEN k_v{i} IS NOT DISTINCT FROM c_v{i} THEN true ELSE {keyed} END"
         items.append(
-            f"CASE WHEN NOT ({same}) THEN {{'field': {sql_literal(rule.field)}, 'kol_value': k.v{i}, 'crm_value': c.v{i}}} END"
+            f"CASE WHEN NOT ({same}) THEN {{'field': {sql_literal(rule.field)}, 'kol_value': k_v{i}, 'crm_value': c_v{i}}} END"
         )
     listed = f"list_filter([{', '.join(items)}], lambda d: d IS NOT NULL)"
     # The JSON is built only for the rows with a raw difference (a CASE branch runs only for its rows).
-    raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
-    return (f"CASE WHEN k.kol_id IS NULL OR ({raw_equal}) THEN NULL "
+    raw_equal = " AND ".join(f"k_v{i} IS NOT DISTINCT FROM c_v{i}" for i in range(len(rules)))
+    return (f"CASE WHEN {raw_equal} THEN NULL "
             f"ELSE nullif(to_json({listed})::VARCHAR, '[]')::JSON END")
 
 
@@ -202,7 +203,9 @@ WHERE (k.email_n IS NULL OR e.kol_id = k.kol_id)
     conn.unregister("_pm_rejected_arrow")
     probable.prepare(conn, kols, "_pm_kpool", contacts)
     probable.match(conn, "_pm_cpool_ids", threshold, "_pm_rejected")
-    return duplicates.find(conn, threshold, "(SELECT kol_id FROM _crm_k)")
+    sets = duplicates.find(conn, threshold, "(SELECT kol_id FROM _crm_k)")
+    probable.one_person_per_kol(conn, duplicates.SETS, "(SELECT crm_id, email_kol AS kol_id FROM _crm_rows WHERE email_kol IS NOT NULL)")
+    return sets
 
 
 def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
@@ -258,11 +261,17 @@ SELECT c.crm_id, c.email_kol, p.shared,
        CASE WHEN c.email_kol IS NOT NULL THEN c.crm_id = p.primary_crm END AS kol_primary,
        CASE WHEN c.pre IS NOT NULL THEN c.pre WHEN p.shared > 1 THEN 'duplicate_in_crm' ELSE 'pair' END AS status0
 FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
+    sides = ", ".join(f"k.v{i} AS k_v{i}, c.v{i} AS c_v{i}" for i in range(len(rules)))
+    phones = "".join(f", CASE WHEN k_v{i} IS DISTINCT FROM c_v{i} THEN crm_phone_national(k_v{i}) END AS kp{i}"
+                     f", CASE WHEN k_v{i} IS DISTINCT FROM c_v{i} THEN crm_phone_national(c_v{i}) END AS cp{i}"
+                     for i, rule in enumerate(rules) if rule.kind == "phone")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_diff AS
-SELECT c.crm_id, {_differences_sql(rules)} AS differences
-FROM _crm_rows r JOIN _crm_c c USING (crm_id) JOIN _crm_k k ON k.kol_id = r.email_kol
-WHERE NOT ({raw_equal})""")
+WITH differing AS MATERIALIZED (
+  SELECT c.crm_id, {sides} FROM _crm_rows r JOIN _crm_c c USING (crm_id) JOIN _crm_k k ON k.kol_id = r.email_kol
+  WHERE NOT ({raw_equal})
+), keyed AS MATERIALIZED (SELECT *{phones} FROM differing)
+SELECT crm_id, {_differences_sql(rules)} AS differences FROM keyed""")
 
 
 def _rows_sql() -> str:

@@ -52,7 +52,8 @@ def test_swapped_names_share_a_blocking_key_and_score_as_one_person(conn):
     features.build(conn, "_f", source)
     probable.keys(conn, "_f")
     probable.pairs(conn, "_f", None, "_p")
-    assert conn.execute("SELECT count(*) FROM _p WHERE a = 'c1' AND b = 'k1'").fetchall() == [(1,)]
+    assert conn.execute("SELECT count(*) FROM _p JOIN _f a ON a.rid = _p.a JOIN _f b ON b.rid = _p.b "
+                        "WHERE a.id = 'c1' AND b.id = 'k1'").fetchall() == [(1,)]  # pairs hold row ids
     probable.frequencies(conn, "_f")
     probable.score(conn, "_p", "_f", "_f", probable.prior_bits(0.5, 200), "_s", reasons_from=0)
     score, reasons = conn.execute("SELECT score, reasons::VARCHAR FROM _s WHERE a = 'c1' AND b = 'k1'").fetchall()[0]
