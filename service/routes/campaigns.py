@@ -15,7 +15,7 @@ from service.errors import invalid
 from service.routes import common, schemas
 from service.routes.common import NotBlank
 from service.routes.kols import Email, Specialty, Token
-from service.routes.query import Param, page_params, parse, sort_params
+from service.routes.query import Param, page_params, paging, parse, sort_params
 from service.store import campaigns as store
 from service.store import db as store_db
 
@@ -106,8 +106,8 @@ def list_campaigns(request: Request) -> Response:
     q = parse(request, LIST_PARAMS)
     items, total = store.list_campaigns(
         common.db(request), caller.org_id, statuses=q["status"], types=q["type"], search=q["search"],
-        page=q["page"], per_page=q["per_page"], sort=q["sort"], order=q["order"],
+        paging=paging(q),
     )
     for item in items:
         common.drift(request, item)
-    return common.list_response(items, {"page": q["page"], "per_page": q["per_page"], "total": total})
+    return common.list_response(items, q, total)

@@ -26,7 +26,7 @@ from service import auth
 from service.scopes import WEBHOOKS_WRITE
 from service.errors import ApiError, invalid, not_found
 from service.routes import schemas
-from service.routes.common import db, errors, json_response, read_body, request_body
+from service.routes.common import db, errors, json_response, list_response, read_body, request_body
 from service.routes.query import Param, page_params, parse
 from service.store import deliveries
 from service.store import webhooks as store
@@ -155,7 +155,7 @@ def list_webhooks(request: Request) -> Response:
     webhooks = store.list_webhooks(db(request), caller.org_id)
     visible = [webhook for webhook in webhooks if _scopes_for(webhook["events"]) <= caller.scopes]
     items = visible[(page_number - 1) * size : page_number * size]
-    return json_response({"data": items, "meta": {"page": page_number, "per_page": size, "total": len(visible)}})
+    return list_response(items, paging, len(visible))
 
 
 @router.patch(
@@ -252,7 +252,7 @@ def list_deliveries(request: Request, webhook_id: str) -> Response:
         page=query["page"],
         per_page=query["per_page"],
     )
-    return json_response({"data": items, "meta": {"page": query["page"], "per_page": query["per_page"], "total": total}})
+    return list_response(items, query, total)
 
 
 @router.get(

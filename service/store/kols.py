@@ -207,24 +207,18 @@ def list_kols(
     tags: list[str] | None = None,
     search: str | None = None,
     is_archived: bool = False,
-    page: int = 1,
-    per_page: int = 20,
-    sort: str = "created_at",
-    order: str = "desc",
+    paging: listing.Paging = listing.Paging(),
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of flat KOLs and the number matching. Multi-valued filters match any of
     their values; different filters must all match."""
-    if sort not in SORT_FIELDS:
-        raise ValueError(f"unknown sort field {sort!r}")
-    where = listing.Where()
-    where.add("org_id = ?", org_id)
+    where = listing.org_rows(org_id, paging, SORT_FIELDS)
     where.add("is_archived = ?", 1 if is_archived else 0)
     where.any_of("tier", tiers)
     where.any_of("engagement_level", engagement_levels)
     where.json_array_has_any("specialties", specialties)
     where.json_array_has_any("tags", tags)
     where.search("kols", search)
-    rows = listing.page_rows(conn, "kols", _FLAT_COLUMNS, where, sort, order, page, per_page)
+    rows = listing.page_rows(conn, "kols", _FLAT_COLUMNS, where, paging)
     return [flat(row) for row in rows], listing.count(conn, "kols", where)
 
 
