@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -111,6 +111,13 @@ def query_doc(params: list[Param]) -> dict[str, Any]:
     return {"parameters": [param.openapi() for param in params]}
 
 
+async def _with_body(request: Request, model: type[BaseModel], handler: Callable[..., Response], *args: Any) -> Response:
+    """Read the body on the event loop, then run handler(request, *args, body) on a worker
+    thread, where it takes that thread's database connection."""
+    body = await read_body(request, model)
+    return await run_in_threadpool(handler, request, *args, body)
+
+
 # ---------------------------------------------------------------- endpoints
 
 
@@ -122,8 +129,7 @@ def query_doc(params: list[Param]) -> dict[str, Any]:
     openapi_extra=request_body(CreateWebhook),
 )
 async def create_webhook(request: Request) -> Response:
-    body = await read_body(request, CreateWebhook)
-    return await run_in_threadpool(_create, request, body)
+    return await _with_body(request, CreateWebhook, _create)
 
 
 def _create(request: Request, body: CreateWebhook) -> Response:
@@ -165,8 +171,7 @@ def list_webhooks(request: Request) -> Response:
     openapi_extra=request_body(UpdateWebhook),
 )
 async def update_webhook(request: Request, webhook_id: str) -> Response:
-    body = await read_body(request, UpdateWebhook)
-    return await run_in_threadpool(_update, request, webhook_id, body)
+    return await _with_body(request, UpdateWebhook, _update, webhook_id)
 
 
 def _update(request: Request, webhook_id: str, body: UpdateWebhook) -> Response:
@@ -301,8 +306,7 @@ def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Respon
     openapi_extra=request_body(RedeliverSince),
 )
 async def redeliver_failed(request: Request, webhook_id: str) -> Response:
-    body = await read_body(request, RedeliverSince)
-    return await run_in_threadpool(_redeliver_failed, request, webhook_id, body)
+    return await _with_body(request, RedeliverSince, _redeliver_failed, webhook_id)
 
 
 def _redeliver_failed(request: Request, webhook_id: str, body: RedeliverSince) -> Response:
