@@ -15,7 +15,7 @@ from service.auth import require_scope
 from service.errors import ApiError, not_found
 from service.routes import common, schemas
 from service.routes.common import NotBlank
-from service.routes.query import Param, page_params, paging, parse, sort_params
+from service.routes.query import Param, documented, page_params, paging, parse, sort_params
 from service.store import db as store_db
 from service.store import kols as store
 
@@ -109,7 +109,7 @@ async def create_kol(request: Request) -> Response:
 
 @router.get(
     "/v1/kols", response_model=schemas.KolList, responses=common.errors(400, 403),
-    openapi_extra={"parameters": [p.openapi() for p in LIST_PARAMS]}, summary="List KOLs", tags=["kols"],
+    openapi_extra=documented(LIST_PARAMS), summary="List KOLs", tags=["kols"],
 )
 def list_kols(request: Request) -> Response:
     caller = require_scope(request, "kols:read")

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from commops_spec.constants import MARKETS, PRODUCT_STATUSES
 from service.auth import require_scope
 from service.routes import common, schemas
-from service.routes.query import Param, page_params, paging, parse, sort_params
+from service.routes.query import Param, documented, page_params, paging, parse, sort_params
 from service.store import products as store
 
 router = APIRouter()
@@ -25,7 +25,7 @@ LIST_PARAMS = [
 
 @router.get(
     "/v1/products", response_model=schemas.ProductList, responses=common.errors(400, 403),
-    openapi_extra={"parameters": [p.openapi() for p in LIST_PARAMS]}, summary="List products", tags=["products"],
+    openapi_extra=documented(LIST_PARAMS), summary="List products", tags=["products"],
 )
 def list_products(request: Request) -> Response:
     caller = require_scope(request, "products:read")

@@ -62,6 +62,11 @@ class Param:
         return param
 
 
+def documented(params: list[Param]) -> dict[str, Any]:
+    """The route's openapi_extra that documents `params`."""
+    return {"parameters": [param.openapi() for param in params]}
+
+
 def page_params() -> list[Param]:
     return [
         Param("page", "int", "Page number, from 1.", default=1, minimum=1, maximum=MAX_PAGE),

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from commops_spec.constants import IMPACT_LEVELS, SENTIMENTS, SIGNAL_SOURCES
 from service.auth import require_scope
 from service.routes import common, schemas
-from service.routes.query import Param, page_params, paging, parse, sort_params
+from service.routes.query import Param, documented, page_params, paging, parse, sort_params
 from service.store import signals as store
 
 router = APIRouter()
@@ -29,7 +29,7 @@ LIST_PARAMS = [
 
 @router.get(
     "/v1/signals", response_model=schemas.SignalList, responses=common.errors(400, 403),
-    openapi_extra={"parameters": [p.openapi() for p in LIST_PARAMS]}, summary="List signals", tags=["signals"],
+    openapi_extra=documented(LIST_PARAMS), summary="List signals", tags=["signals"],
 )
 def list_signals(request: Request) -> Response:
     caller = require_scope(request, "signals:read")

@@ -27,7 +27,7 @@ from service.scopes import WEBHOOKS_WRITE
 from service.errors import ApiError, invalid, not_found
 from service.routes import schemas
 from service.routes.common import db, errors, json_response, list_response, read_body, request_body
-from service.routes.query import Param, page_params, parse
+from service.routes.query import Param, documented, page_params, parse
 from service.store import deliveries
 from service.store import webhooks as store
 from service.store.db import new_id, to_iso, transaction
@@ -107,10 +107,6 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return documented
 
 
-def query_doc(params: list[Param]) -> dict[str, Any]:
-    return {"parameters": [param.openapi() for param in params]}
-
-
 async def _with_body(request: Request, model: type[BaseModel], handler: Callable[..., Response], *args: Any) -> Response:
     """Read the body on the event loop, then run handler(request, *args, body) on a worker
     thread, where it takes that thread's database connection."""
@@ -149,7 +145,7 @@ def _create(request: Request, body: CreateWebhook) -> Response:
     "/v1/webhooks",
     response_model=schemas.WebhookList,
     responses=_errors(400, 403),
-    openapi_extra=query_doc(page_params()),
+    openapi_extra=documented(page_params()),
 )
 def list_webhooks(request: Request) -> Response:
     """The webhooks whose events the key may read (all of them for a key with every read scope)."""
@@ -242,7 +238,7 @@ async def test_webhook(request: Request, webhook_id: str) -> Response:
     "/v1/webhooks/{webhook_id}/deliveries",
     response_model=schemas.DeliveryList,
     responses=_errors(400, 403, 404),
-    openapi_extra=query_doc(DELIVERY_PARAMS),
+    openapi_extra=documented(DELIVERY_PARAMS),
 )
 def list_deliveries(request: Request, webhook_id: str) -> Response:
     """Deliveries newest first, each with its attempt log."""
