@@ -121,6 +121,18 @@ def error(status: int, code: str, message: str, fields: list[str] | None = None)
     return JSONResponse([body], status_code=status)
 
 
+class Refused(Exception):
+    """Ends a request with `response` (the app answers it as it is)."""
+
+    def __init__(self, response: Response):
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def not_found() -> JSONResponse:
+    return error(404, "NOT_FOUND", "The requested resource does not exist")
+
+
 def soap_fault(code: str, message: str) -> Response:
     body = (
         '<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" '
@@ -152,6 +164,14 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
     """The app; `base_url_holder[0]` is the server's https://127.0.0.1:PORT once the socket is bound."""
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     store = org.store
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, exc: Refused) -> Response:
+        return exc.response
+
+    @app.exception_handler(StoreError)
+    async def store_error(request: Request, exc: StoreError) -> JSONResponse:
+        return error(exc.status, exc.code, exc.message, exc.fields)
 
     def record_json(record: dict, fields: list[str], version: str) -> dict:
         out: dict = {"attributes": {"type": "Contact", "url": f"/services/data/v{version}/sobjects/Contact/{record['Id']}"}}
@@ -301,64 +321,58 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
 
     # --- records -------------------------------------------------------------------------------------
 
-    async def json_body(request: Request) -> dict | JSONResponse:
+    async def json_body(request: Request) -> dict:
         try:
             data = json.loads(await request.body() or b"{}")
         except json.JSONDecodeError as exc:
-            return error(400, "JSON_PARSER_ERROR", f"Unexpected character: {exc.msg}")
+            raise Refused(error(400, "JSON_PARSER_ERROR", f"Unexpected character: {exc.msg}")) from None
         if not isinstance(data, dict):
-            return error(400, "JSON_PARSER_ERROR", "Cannot deserialize instance of Contact from a non-object")
+            raise Refused(error(400, "JSON_PARSER_ERROR", "Cannot deserialize instance of Contact from a non-object"))
         return data
-
-    def store_error(exc: StoreError) -> JSONResponse:
-        return error(exc.status, exc.code, exc.message, exc.fields)
 
     @app.post("/services/data/v{version}/sobjects/Contact")
     @app.post("/services/data/v{version}/sobjects/Contact/")
     async def create(version: str, request: Request) -> JSONResponse:
         data = await json_body(request)
-        if isinstance(data, JSONResponse):
-            return data
-        try:
-            contact_id = store.create(data)
-        except StoreError as exc:
-            return store_error(exc)
+        contact_id = store.create(data)
         return JSONResponse({"id": contact_id, "success": True, "errors": []}, status_code=201)
 
     @app.get("/services/data/v{version}/sobjects/Contact/{contact_id}")
     async def get(version: str, contact_id: str) -> JSONResponse:
         record = store.contacts.get(contact_id)
         if record is None:
-            return error(404, "NOT_FOUND", "The requested resource does not exist")
+            return not_found()
         return JSONResponse(record_json(record, list(store.fields), version))
 
     @app.patch("/services/data/v{version}/sobjects/Contact/{contact_id}")
     async def update(version: str, contact_id: str, request: Request) -> Response:
         data = await json_body(request)
-        if isinstance(data, JSONResponse):
-            return data
-        try:
-            store.update(contact_id, data)
-        except StoreError as exc:
-            return store_error(exc)
+        store.update(contact_id, data)
         return Response(status_code=204)
 
     @app.patch("/services/data/v{version}/sobjects/Contact/{field_name}/{key}")
     async def upsert(version: str, field_name: str, key: str, request: Request) -> Response:
         data = await json_body(request)
-        if isinstance(data, JSONResponse):
-            return data
         try:
             contact_id, created = store.upsert(field_name, key, data)
         except SoqlError:
             return error(404, "NOT_FOUND", f"Provided external ID field does not exist or is not accessible: {field_name}")
-        except StoreError as exc:
-            return store_error(exc)
         if created:
             return JSONResponse({"id": contact_id, "success": True, "errors": [], "created": True}, status_code=201)
         return Response(status_code=204)
 
     # --- Bulk 2.0 ------------------------------------------------------------------------------------
+
+    def existing_job(job_id: str) -> Job:
+        job = org.jobs.get(job_id)
+        if job is None:
+            raise Refused(not_found())
+        return job
+
+    def job_status(version: str, job_id: str, is_query: bool) -> JSONResponse:
+        job = existing_job(job_id)
+        advance(job)
+        return JSONResponse(job_json(job, version, is_query))
 
     def job_json(job: Job, version: str, is_query: bool) -> dict:
         body = {
@@ -380,8 +394,6 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
     @app.post("/services/data/v{version}/jobs/query")
     async def create_query_job(version: str, request: Request) -> JSONResponse:
         data = await json_body(request)
-        if isinstance(data, JSONResponse):
-            return data
         operation = data.get("operation")
         if operation not in ("query", "queryAll"):
             return error(400, "INVALIDJOB", f"InvalidJob : Invalid operation: {operation}")
@@ -400,17 +412,11 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
 
     @app.get("/services/data/v{version}/jobs/query/{job_id}")
     async def get_query_job(version: str, job_id: str) -> JSONResponse:
-        job = org.jobs.get(job_id)
-        if job is None:
-            return error(404, "NOT_FOUND", "The requested resource does not exist")
-        advance(job)
-        return JSONResponse(job_json(job, version, True))
+        return job_status(version, job_id, is_query=True)
 
     @app.get("/services/data/v{version}/jobs/query/{job_id}/results")
     async def query_job_results(version: str, job_id: str, maxRecords: int | None = None, locator: str | None = None) -> Response:
-        job = org.jobs.get(job_id)
-        if job is None:
-            return error(404, "NOT_FOUND", "The requested resource does not exist")
+        job = existing_job(job_id)
         if job.state != "JobComplete":
             return error(400, "JOB_NOT_COMPLETE", f"Job {job_id} is not complete: {job.state}")
         try:
@@ -433,8 +439,6 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
     @app.post("/services/data/v{version}/jobs/ingest")
     async def create_ingest_job(version: str, request: Request) -> JSONResponse:
         data = await json_body(request)
-        if isinstance(data, JSONResponse):
-            return data
         operation = data.get("operation")
         if operation not in ("insert", "update", "upsert"):
             return error(400, "INVALIDJOB", f"InvalidJob : Invalid operation: {operation}")
@@ -456,9 +460,7 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
     @app.put("/services/data/v{version}/jobs/ingest/{job_id}/batches")
     @app.put("/services/data/v{version}/jobs/ingest/{job_id}/batches/")
     async def upload(version: str, job_id: str, request: Request) -> Response:
-        job = org.jobs.get(job_id)
-        if job is None:
-            return error(404, "NOT_FOUND", "The requested resource does not exist")
+        job = existing_job(job_id)
         if job.state != "Open":
             return error(400, "INVALIDJOB", f"InvalidJob : Job {job_id} is not open for uploads: {job.state}")
         job.uploads.append((await request.body()).decode("utf-8-sig"))
@@ -493,12 +495,8 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
 
     @app.patch("/services/data/v{version}/jobs/ingest/{job_id}")
     async def set_ingest_state(version: str, job_id: str, request: Request) -> JSONResponse:
-        job = org.jobs.get(job_id)
-        if job is None:
-            return error(404, "NOT_FOUND", "The requested resource does not exist")
+        job = existing_job(job_id)
         data = await json_body(request)
-        if isinstance(data, JSONResponse):
-            return data
         state = data.get("state")
         if state == "UploadComplete" and job.state == "Open":
             job.state = "UploadComplete"
@@ -511,11 +509,7 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
 
     @app.get("/services/data/v{version}/jobs/ingest/{job_id}")
     async def get_ingest_job(version: str, job_id: str) -> JSONResponse:
-        job = org.jobs.get(job_id)
-        if job is None:
-            return error(404, "NOT_FOUND", "The requested resource does not exist")
-        advance(job)
-        return JSONResponse(job_json(job, version, False))
+        return job_status(version, job_id, is_query=False)
 
     def results_csv(first: list[str], rows: list[tuple], header: list[str]) -> Response:
         buffer = io.StringIO()
@@ -529,14 +523,12 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
     @app.get("/services/data/v{version}/jobs/ingest/{job_id}/{kind}")
     @app.get("/services/data/v{version}/jobs/ingest/{job_id}/{kind}/")
     async def ingest_results(version: str, job_id: str, kind: str) -> Response:
-        job = org.jobs.get(job_id)
-        if job is None:
-            return error(404, "NOT_FOUND", "The requested resource does not exist")
+        job = existing_job(job_id)
         if kind == "successfulResults":
             return results_csv(["sf__Id", "sf__Created"], job.successes, job.header)
         if kind == "failedResults":
             return results_csv(["sf__Id", "sf__Error"], job.failures, job.header)
         if kind == "unprocessedRecords":  # every uploaded row is processed at UploadComplete
             return results_csv([], [], job.header)
-        return error(404, "NOT_FOUND", "The requested resource does not exist")
+        return not_found()
     return app

@@ -9,6 +9,7 @@ Field names are checked by the caller (the store knows the object's fields), not
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
@@ -239,18 +240,18 @@ class Parser:
         return OrderKey(name, descending, nulls_first)
 
     def _or(self) -> object:
-        operands = [self._and()]
-        while self._at_keyword("OR"):
-            self._advance()
-            operands.append(self._and())
-        return operands[0] if len(operands) == 1 else BoolOp("OR", tuple(operands))
+        return self._chain("OR", self._and)
 
     def _and(self) -> object:
-        operands = [self._not()]
-        while self._at_keyword("AND"):
+        return self._chain("AND", self._not)
+
+    def _chain(self, keyword: str, operand: Callable[[], object]) -> object:
+        """operand (keyword operand)*: one BoolOp over them all, or the lone operand."""
+        operands = [operand()]
+        while self._at_keyword(keyword):
             self._advance()
-            operands.append(self._not())
-        return operands[0] if len(operands) == 1 else BoolOp("AND", tuple(operands))
+            operands.append(operand())
+        return operands[0] if len(operands) == 1 else BoolOp(keyword, tuple(operands))
 
     def _not(self) -> object:
         if self._at_keyword("NOT"):

@@ -400,12 +400,19 @@ class _Generator:
     def write_kols(self, n: int) -> None:
         completed = [e for e in self.events if e.status == "completed"]
         other = [e for e in self.events if e.status != "completed"]
-        for start in range(0, n, _KOL_CHUNK):
-            batch = {t: [] for t in ("kols", "event_attendees", "interactions", "publications")}
-            for i in range(start, min(n, start + _KOL_CHUNK)):
-                self._kol(i, batch, completed, other)
+        self._write_in_chunks("kols", n, _KOL_CHUNK, ("kols", "event_attendees", "interactions", "publications"),
+                              lambda i, batch: self._kol(i, batch, completed, other))
+
+    def _write_in_chunks(self, label: str, n: int, chunk: int, tables: tuple[str, ...],
+                         add: Callable[[int, dict[str, list]], None]) -> None:
+        """add(i, batch) for i in range(n) into batches of `chunk` rows: one write and one progress line each."""
+        for start in range(0, n, chunk):
+            end = min(n, start + chunk)
+            batch: dict[str, list] = {table: [] for table in tables}
+            for i in range(start, end):
+                add(i, batch)
             self.write(batch)
-            self.progress("kols", min(n, start + _KOL_CHUNK), n)
+            self.progress(label, end, n)
 
     def _kol(self, i: int, batch: dict[str, list], completed: list[_Event], other: list[_Event]) -> None:
         rng = self.rng
@@ -512,12 +519,7 @@ class _Generator:
     # ---- campaigns ---------------------------------------------------------------------
 
     def write_campaigns(self, n: int) -> None:
-        for start in range(0, n, _CAMPAIGN_CHUNK):
-            batch: dict[str, list] = {"campaigns": [], "campaign_recipients": []}
-            for i in range(start, min(n, start + _CAMPAIGN_CHUNK)):
-                self._campaign(i, batch)
-            self.write(batch)
-            self.progress("campaigns", min(n, start + _CAMPAIGN_CHUNK), n)
+        self._write_in_chunks("campaigns", n, _CAMPAIGN_CHUNK, ("campaigns", "campaign_recipients"), self._campaign)
 
     def _campaign(self, i: int, batch: dict[str, list]) -> None:
         rng = self.rng
@@ -606,12 +608,7 @@ class _Generator:
     # ---- signals -----------------------------------------------------------------------
 
     def write_signals(self, n: int) -> None:
-        for start in range(0, n, _SIGNAL_CHUNK):
-            batch: dict[str, list] = {"signals": [], "signal_products": []}
-            for i in range(start, min(n, start + _SIGNAL_CHUNK)):
-                self._signal(i, batch)
-            self.write(batch)
-            self.progress("signals", min(n, start + _SIGNAL_CHUNK), n)
+        self._write_in_chunks("signals", n, _SIGNAL_CHUNK, ("signals", "signal_products"), self._signal)
 
     def _signal(self, i: int, batch: dict[str, list]) -> None:
         rng = self.rng

@@ -15,7 +15,7 @@ from service.errors import invalid
 from service.routes import common, schemas
 from service.routes.common import NotBlank
 from service.routes.kols import Email, Specialty, Token
-from service.routes.query import Param, page_params, parse, sort_params
+from service.routes.query import Param, documented, page_params, paging, parse, sort_params
 from service.store import campaigns as store
 from service.store import db as store_db
 
@@ -99,15 +99,15 @@ async def create_campaign(request: Request) -> Response:
 
 @router.get(
     "/v1/campaigns", response_model=schemas.CampaignList, responses=common.errors(400, 403),
-    openapi_extra={"parameters": [p.openapi() for p in LIST_PARAMS]}, summary="List campaigns", tags=["campaigns"],
+    openapi_extra=documented(LIST_PARAMS), summary="List campaigns", tags=["campaigns"],
 )
 def list_campaigns(request: Request) -> Response:
     caller = require_scope(request, "campaigns:read")
     q = parse(request, LIST_PARAMS)
     items, total = store.list_campaigns(
         common.db(request), caller.org_id, statuses=q["status"], types=q["type"], search=q["search"],
-        page=q["page"], per_page=q["per_page"], sort=q["sort"], order=q["order"],
+        paging=paging(q),
     )
     for item in items:
         common.drift(request, item)
-    return common.list_response(items, {"page": q["page"], "per_page": q["per_page"], "total": total})
+    return common.list_response(items, q, total)

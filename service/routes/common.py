@@ -33,7 +33,9 @@ def json_response(body: dict[str, Any], status: int = 200) -> Response:
     return Response(json.dumps(body, separators=(",", ":")), status_code=status, media_type="application/json")
 
 
-def list_response(items: list[dict[str, Any]], meta: dict[str, Any]) -> Response:
+def list_response(items: list[dict[str, Any]], query: dict[str, Any], total: int, **more: Any) -> Response:
+    """One page of items; meta holds the query's page and per_page, the total, and `more`."""
+    meta = {"page": query["page"], "per_page": query["per_page"], "total": total, **more}
     return json_response({"data": items, "meta": meta})
 
 

@@ -15,7 +15,7 @@ from service.auth import require_scope
 from service.errors import ApiError, not_found
 from service.routes import common, schemas
 from service.routes.common import NotBlank
-from service.routes.query import Param, page_params, parse, sort_params
+from service.routes.query import Param, documented, page_params, paging, parse, sort_params
 from service.store import db as store_db
 from service.store import kols as store
 
@@ -109,7 +109,7 @@ async def create_kol(request: Request) -> Response:
 
 @router.get(
     "/v1/kols", response_model=schemas.KolList, responses=common.errors(400, 403),
-    openapi_extra={"parameters": [p.openapi() for p in LIST_PARAMS]}, summary="List KOLs", tags=["kols"],
+    openapi_extra=documented(LIST_PARAMS), summary="List KOLs", tags=["kols"],
 )
 def list_kols(request: Request) -> Response:
     caller = require_scope(request, "kols:read")
@@ -118,14 +118,12 @@ def list_kols(request: Request) -> Response:
         common.db(request), caller.org_id,
         tiers=q["tier"], specialties=q["specialty"], engagement_levels=q["engagement_level"], tags=q["tags"],
         search=q["search"], is_archived=q["is_archived"],
-        page=q["page"], per_page=q["per_page"], sort=q["sort"], order=q["order"],
+        paging=paging(q),
     )
     if common.settings(request).extra_fields:
         for item in items:
             common.drift(request, item, item["location"])
-    meta = {"page": q["page"], "per_page": q["per_page"], "total": total,
-            "total_pages": math.ceil(total / q["per_page"])}
-    return common.list_response(items, meta)
+    return common.list_response(items, q, total, total_pages=math.ceil(total / q["per_page"]))
 
 
 @router.get(

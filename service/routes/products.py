@@ -8,7 +8,7 @@ from starlette.responses import Response
 from commops_spec.constants import MARKETS, PRODUCT_STATUSES
 from service.auth import require_scope
 from service.routes import common, schemas
-from service.routes.query import Param, page_params, parse, sort_params
+from service.routes.query import Param, documented, page_params, paging, parse, sort_params
 from service.store import products as store
 
 router = APIRouter()
@@ -25,7 +25,7 @@ LIST_PARAMS = [
 
 @router.get(
     "/v1/products", response_model=schemas.ProductList, responses=common.errors(400, 403),
-    openapi_extra={"parameters": [p.openapi() for p in LIST_PARAMS]}, summary="List products", tags=["products"],
+    openapi_extra=documented(LIST_PARAMS), summary="List products", tags=["products"],
 )
 def list_products(request: Request) -> Response:
     caller = require_scope(request, "products:read")
@@ -33,8 +33,8 @@ def list_products(request: Request) -> Response:
     items, total = store.list_products(
         common.db(request), caller.org_id, statuses=q["status"], product_lines=q["product_line"],
         target_markets=q["target_market"], search=q["search"],
-        page=q["page"], per_page=q["per_page"], sort=q["sort"], order=q["order"],
+        paging=paging(q),
     )
     for item in items:
         common.drift(request, item)
-    return common.list_response(items, {"page": q["page"], "per_page": q["per_page"], "total": total})
+    return common.list_response(items, q, total)

@@ -20,6 +20,7 @@ from fastapi import Request
 from commops_spec.constants import DEFAULT_PER_PAGE, MAX_PER_PAGE, SORT_ORDERS
 from service.errors import invalid
 from service.store.db import to_iso
+from service.store.listing import Paging
 
 MAX_PAGE = 1_000_000
 _DIGITS = re.compile(r"[0-9]{1,9}")
@@ -61,6 +62,11 @@ class Param:
         return param
 
 
+def documented(params: list[Param]) -> dict[str, Any]:
+    """The route's openapi_extra that documents `params`."""
+    return {"parameters": [param.openapi() for param in params]}
+
+
 def page_params() -> list[Param]:
     return [
         Param("page", "int", "Page number, from 1.", default=1, minimum=1, maximum=MAX_PAGE),
@@ -74,6 +80,11 @@ def sort_params(fields: tuple[str, ...], default: str) -> list[Param]:
         Param("sort", "choice", "Sort field; ties are broken by id in the same direction.", fields, default),
         Param("order", "choice", "Sort order.", SORT_ORDERS, "desc"),
     ]
+
+
+def paging(values: dict[str, Any]) -> Paging:
+    """The page and order that parsed page_params() and sort_params() ask for."""
+    return Paging(values["page"], values["per_page"], values["sort"], values["order"])
 
 
 def parse(request: Request, params: list[Param]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from commops_spec.constants import IMPACT_LEVELS, SENTIMENTS, SIGNAL_SOURCES
 from service.auth import require_scope
 from service.routes import common, schemas
-from service.routes.query import Param, page_params, parse, sort_params
+from service.routes.query import Param, documented, page_params, paging, parse, sort_params
 from service.store import signals as store
 
 router = APIRouter()
@@ -29,7 +29,7 @@ LIST_PARAMS = [
 
 @router.get(
     "/v1/signals", response_model=schemas.SignalList, responses=common.errors(400, 403),
-    openapi_extra={"parameters": [p.openapi() for p in LIST_PARAMS]}, summary="List signals", tags=["signals"],
+    openapi_extra=documented(LIST_PARAMS), summary="List signals", tags=["signals"],
 )
 def list_signals(request: Request) -> Response:
     caller = require_scope(request, "signals:read")
@@ -37,10 +37,8 @@ def list_signals(request: Request) -> Response:
     items, total, unread = store.list_signals(
         common.db(request), caller.org_id, sources=q["source"], impacts=q["impact"], sentiments=q["sentiment"],
         product_ids=q["product_id"], is_bookmarked=q["is_bookmarked"], is_read=q["is_read"], search=q["search"],
-        published_after=q["published_after"], page=q["page"], per_page=q["per_page"], sort=q["sort"],
-        order=q["order"],
+        published_after=q["published_after"], paging=paging(q),
     )
     for item in items:
         common.drift(request, item)
-    meta = {"page": q["page"], "per_page": q["per_page"], "total": total, "unread_count": unread}
-    return common.list_response(items, meta)
+    return common.list_response(items, q, total, unread_count=unread)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -26,8 +26,8 @@ from service import auth
 from service.scopes import WEBHOOKS_WRITE
 from service.errors import ApiError, invalid, not_found
 from service.routes import schemas
-from service.routes.common import db, errors, json_response, read_body, request_body
-from service.routes.query import Param, page_params, parse
+from service.routes.common import db, errors, json_response, list_response, read_body, request_body
+from service.routes.query import Param, documented, page_params, parse
 from service.store import deliveries
 from service.store import webhooks as store
 from service.store.db import new_id, to_iso, transaction
@@ -107,8 +107,11 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return documented
 
 
-def query_doc(params: list[Param]) -> dict[str, Any]:
-    return {"parameters": [param.openapi() for param in params]}
+async def _with_body(request: Request, model: type[BaseModel], handler: Callable[..., Response], *args: Any) -> Response:
+    """Read the body on the event loop, then run handler(request, *args, body) on a worker
+    thread, where it takes that thread's database connection."""
+    body = await read_body(request, model)
+    return await run_in_threadpool(handler, request, *args, body)
 
 
 # ---------------------------------------------------------------- endpoints
@@ -122,8 +125,7 @@ def query_doc(params: list[Param]) -> dict[str, Any]:
     openapi_extra=request_body(CreateWebhook),
 )
 async def create_webhook(request: Request) -> Response:
-    body = await read_body(request, CreateWebhook)
-    return await run_in_threadpool(_create, request, body)
+    return await _with_body(request, CreateWebhook, _create)
 
 
 def _create(request: Request, body: CreateWebhook) -> Response:
@@ -143,7 +145,7 @@ def _create(request: Request, body: CreateWebhook) -> Response:
     "/v1/webhooks",
     response_model=schemas.WebhookList,
     responses=_errors(400, 403),
-    openapi_extra=query_doc(page_params()),
+    openapi_extra=documented(page_params()),
 )
 def list_webhooks(request: Request) -> Response:
     """The webhooks whose events the key may read (all of them for a key with every read scope)."""
@@ -155,7 +157,7 @@ def list_webhooks(request: Request) -> Response:
     webhooks = store.list_webhooks(db(request), caller.org_id)
     visible = [webhook for webhook in webhooks if _scopes_for(webhook["events"]) <= caller.scopes]
     items = visible[(page_number - 1) * size : page_number * size]
-    return json_response({"data": items, "meta": {"page": page_number, "per_page": size, "total": len(visible)}})
+    return list_response(items, paging, len(visible))
 
 
 @router.patch(
@@ -165,8 +167,7 @@ def list_webhooks(request: Request) -> Response:
     openapi_extra=request_body(UpdateWebhook),
 )
 async def update_webhook(request: Request, webhook_id: str) -> Response:
-    body = await read_body(request, UpdateWebhook)
-    return await run_in_threadpool(_update, request, webhook_id, body)
+    return await _with_body(request, UpdateWebhook, _update, webhook_id)
 
 
 def _update(request: Request, webhook_id: str, body: UpdateWebhook) -> Response:
@@ -237,7 +238,7 @@ async def test_webhook(request: Request, webhook_id: str) -> Response:
     "/v1/webhooks/{webhook_id}/deliveries",
     response_model=schemas.DeliveryList,
     responses=_errors(400, 403, 404),
-    openapi_extra=query_doc(DELIVERY_PARAMS),
+    openapi_extra=documented(DELIVERY_PARAMS),
 )
 def list_deliveries(request: Request, webhook_id: str) -> Response:
     """Deliveries newest first, each with its attempt log."""
@@ -252,7 +253,7 @@ def list_deliveries(request: Request, webhook_id: str) -> Response:
         page=query["page"],
         per_page=query["per_page"],
     )
-    return json_response({"data": items, "meta": {"page": query["page"], "per_page": query["per_page"], "total": total}})
+    return list_response(items, query, total)
 
 
 @router.get(
@@ -301,8 +302,7 @@ def redeliver_one(request: Request, webhook_id: str, delivery_id: str) -> Respon
     openapi_extra=request_body(RedeliverSince),
 )
 async def redeliver_failed(request: Request, webhook_id: str) -> Response:
-    body = await read_body(request, RedeliverSince)
-    return await run_in_threadpool(_redeliver_failed, request, webhook_id, body)
+    return await _with_body(request, RedeliverSince, _redeliver_failed, webhook_id)
 
 
 def _redeliver_failed(request: Request, webhook_id: str, body: RedeliverSince) -> Response:

@@ -293,18 +293,12 @@ def list_campaigns(
     statuses: list[str] | None = None,
     types: list[str] | None = None,
     search: str | None = None,
-    page: int = 1,
-    per_page: int = 20,
-    sort: str = "created_at",
-    order: str = "desc",
+    paging: listing.Paging = listing.Paging(),
 ) -> tuple[list[dict[str, Any]], int]:
-    if sort not in SORT_FIELDS:
-        raise ValueError(f"unknown sort field {sort!r}")
-    where = listing.Where()
-    where.add("org_id = ?", org_id)
+    where = listing.org_rows(org_id, paging, SORT_FIELDS)
     where.any_of("status", statuses)
     where.any_of("type", types)
     where.search("campaigns", search)
-    rows = listing.page_rows(conn, "campaigns", _COLUMNS, where, sort, order, page, per_page)
+    rows = listing.page_rows(conn, "campaigns", _COLUMNS, where, paging)
     counts = _delivery_counts(conn, [r["id"] for r in rows]) if rows else {}
     return [shape(r, counts.get(r["id"], (0, 0, 0, 0))) for r in rows], listing.count(conn, "campaigns", where)

@@ -22,6 +22,29 @@ _FLAT_COLUMNS = (
     "engagement_level, email, phone, city, state, country, event_count, last_interaction, "
     "is_archived, created_at, updated_at"
 )
+# Each include of the detail: its rows for one KOL (newest first), and its 0/1 columns answered as booleans.
+_INCLUDED = {
+    "events": (
+        "SELECT e.id, e.name, e.date, a.role, a.rsvp_status, a.attended FROM event_attendees a "
+        "JOIN events e ON e.id = a.event_id WHERE a.kol_id = ? ORDER BY e.date DESC, e.id DESC",
+        ("attended",),
+    ),
+    "campaigns": (
+        "SELECT c.id, c.name, substr(c.sent_at, 1, 10) AS sent_at, c.status FROM campaign_recipients r "
+        "JOIN campaigns c ON c.id = r.campaign_id WHERE r.kol_id = ? AND r.sent_at IS NOT NULL "
+        "ORDER BY c.sent_at DESC, c.id DESC",
+        (),
+    ),
+    "interactions": (
+        "SELECT id, type, occurred_at, summary, responded FROM interactions WHERE kol_id = ? "
+        "ORDER BY occurred_at DESC, id DESC",
+        ("responded",),
+    ),
+    "publications": (
+        "SELECT id, title, journal, year, citations, doi FROM publications WHERE kol_id = ? ORDER BY year DESC, id DESC",
+        (),
+    ),
+}
 _ECHOED = ("bio", "notes", "research_interests", "social")  # echoed by create when supplied
 _TEXT_FIELDS = ("full_name", "title", "institution", "department", "phone", "bio", "notes")
 _LIST_FIELDS = ("specialties", "expertise_areas", "research_interests", "tags")
@@ -207,24 +230,18 @@ def list_kols(
     tags: list[str] | None = None,
     search: str | None = None,
     is_archived: bool = False,
-    page: int = 1,
-    per_page: int = 20,
-    sort: str = "created_at",
-    order: str = "desc",
+    paging: listing.Paging = listing.Paging(),
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of flat KOLs and the number matching. Multi-valued filters match any of
     their values; different filters must all match."""
-    if sort not in SORT_FIELDS:
-        raise ValueError(f"unknown sort field {sort!r}")
-    where = listing.Where()
-    where.add("org_id = ?", org_id)
+    where = listing.org_rows(org_id, paging, SORT_FIELDS)
     where.add("is_archived = ?", 1 if is_archived else 0)
     where.any_of("tier", tiers)
     where.any_of("engagement_level", engagement_levels)
     where.json_array_has_any("specialties", specialties)
     where.json_array_has_any("tags", tags)
     where.search("kols", search)
-    rows = listing.page_rows(conn, "kols", _FLAT_COLUMNS, where, sort, order, page, per_page)
+    rows = listing.page_rows(conn, "kols", _FLAT_COLUMNS, where, paging)
     return [flat(row) for row in rows], listing.count(conn, "kols", where)
 
 
@@ -271,41 +288,8 @@ def get_kol_detail(conn: sqlite3.Connection, org_id: str, kol_id: str, include: 
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
     }
-    if "events" in include:
-        detail["events"] = [
-            dict(r) | {"attended": bool(r["attended"])}
-            for r in conn.execute(
-                "SELECT e.id, e.name, e.date, a.role, a.rsvp_status, a.attended FROM event_attendees a "
-                "JOIN events e ON e.id = a.event_id WHERE a.kol_id = ? ORDER BY e.date DESC, e.id DESC",
-                (kol_id,),
-            )
-        ]
-    if "campaigns" in include:
-        detail["campaigns"] = [
-            dict(r)
-            for r in conn.execute(
-                "SELECT c.id, c.name, substr(c.sent_at, 1, 10) AS sent_at, c.status FROM campaign_recipients r "
-                "JOIN campaigns c ON c.id = r.campaign_id WHERE r.kol_id = ? AND r.sent_at IS NOT NULL "
-                "ORDER BY c.sent_at DESC, c.id DESC",
-                (kol_id,),
-            )
-        ]
-    if "interactions" in include:
-        detail["interactions"] = [
-            dict(r) | {"responded": bool(r["responded"])}
-            for r in conn.execute(
-                "SELECT id, type, occurred_at, summary, responded FROM interactions WHERE kol_id = ? "
-                "ORDER BY occurred_at DESC, id DESC",
-                (kol_id,),
-            )
-        ]
-    if "publications" in include:
-        detail["publications"] = [
-            dict(r)
-            for r in conn.execute(
-                "SELECT id, title, journal, year, citations, doi FROM publications WHERE kol_id = ? "
-                "ORDER BY year DESC, id DESC",
-                (kol_id,),
-            )
-        ]
+    for name in INCLUDES:
+        if name in include:
+            sql, flags = _INCLUDED[name]
+            detail[name] = [dict(r) | {flag: bool(r[flag]) for flag in flags} for r in conn.execute(sql, (kol_id,))]
     return detail

@@ -14,7 +14,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from commops_spec.constants import DEFAULT_PER_PAGE
 from service.store import search
+
+
+@dataclass(frozen=True)
+class Paging:
+    """Which page of a list and its order; `sort` must be one of the list's SORT_FIELDS."""
+
+    page: int = 1
+    per_page: int = DEFAULT_PER_PAGE
+    sort: str = "created_at"
+    order: str = "desc"
 
 
 @dataclass
@@ -50,26 +61,26 @@ class Where:
         return " AND ".join(self.clauses) if self.clauses else "1"
 
 
+def org_rows(org_id: str, paging: Paging, sort_fields: tuple[str, ...]) -> Where:
+    """The filter every list starts from: the organization's rows. An unknown sort field is a ValueError."""
+    if paging.sort not in sort_fields:
+        raise ValueError(f"unknown sort field {paging.sort!r}")
+    return Where(["org_id = ?"], [org_id])
+
+
 def page_rows(
-    conn: sqlite3.Connection,
-    table: str,
-    columns: str,
-    where: Where,
-    sort_column: str,
-    order: str,
-    page: int,
-    per_page: int,
-    alias_join: str = "",
+    conn: sqlite3.Connection, table: str, columns: str, where: Where, paging: Paging, alias_join: str = ""
 ) -> list[sqlite3.Row]:
-    """Rows of one page, ordered by (sort_column, id) in `order`.
+    """Rows of one page, ordered by (paging.sort, id) in paging.order.
 
     Deep pages: the last (sort value, id) of every page served is remembered while no
     write has committed (see _cache); a later page then seeks to the nearest known
     boundary through the index and skips only the rows after it, so walking all pages
     costs about the same per page instead of growing with the offset."""
-    direction = "DESC" if order == "desc" else "ASC"
-    offset = (page - 1) * per_page
-    boundaries = _cache(conn).setdefault(("pages", table, where.sql(), tuple(where.params), sort_column, order), {})
+    sort_column, per_page = paging.sort, paging.per_page
+    direction = "DESC" if paging.order == "desc" else "ASC"
+    offset = (paging.page - 1) * per_page
+    boundaries = _cache(conn).setdefault(("pages", table, where.sql(), tuple(where.params), sort_column, direction), {})
     start = max((b for b in boundaries if b <= offset), default=0) if boundaries else 0
     seek, params = where.sql(), list(where.params)
     if start:

@@ -103,19 +103,13 @@ def list_products(
     product_lines: list[str] | None = None,
     target_markets: list[str] | None = None,
     search: str | None = None,
-    page: int = 1,
-    per_page: int = 20,
-    sort: str = "created_at",
-    order: str = "desc",
+    paging: listing.Paging = listing.Paging(),
 ) -> tuple[list[dict[str, Any]], int]:
-    if sort not in SORT_FIELDS:
-        raise ValueError(f"unknown sort field {sort!r}")
-    where = listing.Where()
-    where.add("org_id = ?", org_id)
+    where = listing.org_rows(org_id, paging, SORT_FIELDS)
     where.any_of("status", statuses)
     where.any_of("product_line_id", product_lines)
     where.json_array_has_any("target_markets", target_markets)
     where.search("products", search)
-    rows = listing.page_rows(conn, "products", _COLUMNS, where, sort, order, page, per_page,
+    rows = listing.page_rows(conn, "products", _COLUMNS, where, paging,
                              alias_join="LEFT JOIN product_lines pl ON pl.id = products.product_line_id")
     return [shape(r) for r in rows], listing.count(conn, "products", where)

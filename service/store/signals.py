@@ -101,16 +101,10 @@ def list_signals(
     is_read: bool | None = None,
     search: str | None = None,
     published_after: str | None = None,
-    page: int = 1,
-    per_page: int = 20,
-    sort: str = "published_at",
-    order: str = "desc",
+    paging: listing.Paging = listing.Paging(sort="published_at"),
 ) -> tuple[list[dict[str, Any]], int, int]:
     """One page of signals, the number matching, and how many of those are unread."""
-    if sort not in SORT_FIELDS:
-        raise ValueError(f"unknown sort field {sort!r}")
-    where = listing.Where()
-    where.add("org_id = ?", org_id)
+    where = listing.org_rows(org_id, paging, SORT_FIELDS)
     where.any_of("source_key", sources)
     where.any_of("impact_level", impacts)
     where.any_of("sentiment", sentiments)
@@ -127,7 +121,7 @@ def list_signals(
     where.search("signals", search)
     if published_after:
         where.add("published_at > ?", published_after)
-    rows = listing.page_rows(conn, "signals", _COLUMNS, where, sort, order, page, per_page)
+    rows = listing.page_rows(conn, "signals", _COLUMNS, where, paging)
     unread = listing.Where(list(where.clauses), list(where.params))
     unread.add("is_read = 0")
     return [shape(r) for r in rows], listing.count(conn, "signals", where), listing.count(conn, "signals", unread)

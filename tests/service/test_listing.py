@@ -6,6 +6,7 @@ import pytest
 
 from service.store import kols, orgs
 from service.store.db import connect, init_db, transaction
+from service.store.listing import Paging
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def test_walking_pages_in_any_order_matches_offset_paging(org_with_kols, sort, o
     _, conn, org = org_with_kols
     pages = {}
     for page in (1, 2, 3, 5, 4, 2, 1):  # forwards, a jump, backwards
-        pages[page] = [k["id"] for k in kols.list_kols(conn, org, page=page, per_page=10, sort=sort, order=order)[0]]
+        pages[page] = [k["id"] for k in kols.list_kols(conn, org, paging=Paging(page, 10, sort, order))[0]]
     walked = [kol_id for page in sorted(pages) for kol_id in pages[page]]
     assert walked == expected(conn, org, sort, order)
 
@@ -42,13 +43,13 @@ def test_walking_pages_in_any_order_matches_offset_paging(org_with_kols, sort, o
 def test_a_write_from_another_connection_invalidates_remembered_pages_and_counts(org_with_kols):
     db, conn, org = org_with_kols
     for page in (1, 2, 3):
-        kols.list_kols(conn, org, page=page, per_page=10, sort="full_name", order="asc")
+        kols.list_kols(conn, org, paging=Paging(page, 10, "full_name", "asc"))
     writer = connect(db)
     with transaction(writer):
         first = expected(conn, org, "full_name", "asc")[0]
         kols.archive_kol(writer, org, first)
         kols.create_kol(writer, org, {"full_name": "Zz Last", "specialties": ["x"]}, None)  # shifts every later page
     writer.close()
-    items, total = kols.list_kols(conn, org, page=4, per_page=10, sort="full_name", order="asc")
+    items, total = kols.list_kols(conn, org, paging=Paging(4, 10, "full_name", "asc"))
     assert total == 45
     assert [k["id"] for k in items] == expected(conn, org, "full_name", "asc")[30:40]
