@@ -322,10 +322,16 @@ class ListWalk:
             for future in pending:
                 future.cancel()
 
-    def final(self, sort_honoured: bool) -> Iterator[Page]:
+    def final(self, sort_honoured: bool, again: bool = False) -> Iterator[Page]:
         """End the pass: the final page alone (nothing else of the listing is in flight), then, while its
-        total asks for more, the pages after it. The last of them states the list's size at the end."""
-        while self._next <= self._planned:  # a one-page list has none: page 1 was its final page
+        total asks for more, the pages after it. The last of them states the list's size at the end.
+
+        A one-page list had its only page read with the body. With `again` (a list others drain into),
+        that page is read once more: the size it states must be taken after the final pages of the lists
+        draining into it, or a row leaving one of them in between would be counted by neither."""
+        if again and self._next > self._planned:
+            self._next = max(self._planned, 1)
+        while self._next <= self._planned:  # a one-page list has none (unless `again`): page 1 was its final page
             page = self.fetch(self._next, self.last.per_page)
             self._next += 1
             yield from self._noted(page)
@@ -442,8 +448,9 @@ class Listing:
             for walk in to_walk:
                 for page in walk.body():
                     yield walk.source, page
+            targets = {walk.source.drains_into for walk in to_walk}
             for walk in to_walk:
-                for page in walk.final(self.sort_honoured()):
+                for page in walk.final(self.sort_honoured(), again=walk.source.label in targets):
                     yield walk.source, page
             yield from self._probe_gaps()
             ended = datetime.now(UTC)
