@@ -22,10 +22,19 @@ def failure_message(result: dg.ExecuteInProcessResult) -> str:
         while error is not None and error.cause is not None:
             error = error.cause
         if error is not None:
-            message = error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name
+            message = _one_line(error.message) or error.cls_name
             qualified, _, rest = message.partition(": ")
             return rest if rest and qualified.split(".")[-1] == error.cls_name else message
     return failure.message if failure is not None else "the run failed (see the Dagster logs)"
+
+
+def _one_line(message: str) -> str:
+    """The message's first line; a first line that announces a list (ends with ':', e.g. Dagster's
+    "1 blocking asset check failed with ERROR severity:") takes the list along, joined by '; '."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return f"{lines[0]} {'; '.join(lines[1:])}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
 def metadata_value(metadata: dict[str, Any], key: str) -> Any:

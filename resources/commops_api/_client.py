@@ -74,7 +74,7 @@ class ApiClient:
         max_requests: int = 100_000,
         timeout: float = 30.0,
         max_retries: int = 6,
-        max_repair_passes: int = 3,
+        max_repair_passes: int = 5,
         backoff_initial: float = 0.25,
         backoff_max: float = 10.0,
         log: Any = None,
