@@ -153,4 +153,7 @@ def _timestamp(name: str, value: str) -> str:
                       location="query")
     if moment.tzinfo is None:
         raise invalid(name, "timezone_required", f"{name} needs a time zone (Z or +hh:mm)", location="query")
-    return to_iso(moment)
+    try:
+        return to_iso(moment)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise invalid(name, "out_of_range", f"{name} is outside years 1 to 9999 in UTC", location="query") from None

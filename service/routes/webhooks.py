@@ -310,10 +310,14 @@ def _redeliver_failed(request: Request, webhook_id: str, body: RedeliverSince) -
     auth.require_scope(request, WEBHOOKS_WRITE)
     if body.since.tzinfo is None:
         raise invalid("since", "timezone_required", "since needs a time zone, e.g. 2026-11-20T00:00:00Z")
+    try:
+        since = to_iso(body.since)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise invalid("since", "out_of_range", "since is outside years 1 to 9999 in UTC") from None
     caller, _ = _owned_webhook(request, webhook_id)
     conn = db(request)
     with transaction(conn):
-        count = deliveries.redeliver(conn, caller.org_id, webhook_id, since=to_iso(body.since))
+        count = deliveries.redeliver(conn, caller.org_id, webhook_id, since=since)
         webhook = store.get_webhook(conn, caller.org_id, webhook_id)
     return json_response({"data": {"webhook": webhook, "requeued": count}})
 

@@ -103,6 +103,7 @@ def test_signal_product_filter(api, dataset):
     [({"source": "cnn"}, "source"), ({"impact": "huge"}, "impact"), ({"is_read": "maybe"}, "is_read"),
      ({"published_after": "yesterday"}, "published_after"), ({"published_after": "2026-01-01T00:00:00"},
                                                               "published_after"),
+     ({"published_after": "0001-01-01T00:00:00+01:00"}, "published_after"),  # before year 1 in UTC
      ({"sort": "title"}, "sort")],
 )
 def test_signal_invalid_parameters_are_400(api, params, field):

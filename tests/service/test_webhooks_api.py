@@ -168,6 +168,8 @@ def test_redeliver_since_requeues_failed_deliveries_and_needs_a_timestamp(api, r
         missing = client.post(f"/webhooks/{webhook['id']}/redeliver", json={})
         naive = client.post(f"/webhooks/{webhook['id']}/redeliver", json={"since": "2026-01-01T00:00:00"})
         ok = client.post(f"/webhooks/{webhook['id']}/redeliver", json={"since": "2026-01-01T00:00:00Z"})
+        before_year_one = client.post(f"/webhooks/{webhook['id']}/redeliver", json={"since": "0001-01-01T00:00:00+01:00"})
+    assert before_year_one.status_code == 400 and before_year_one.json()["error"]["details"]["reason"] == "out_of_range"
     assert missing.status_code == 400 and missing.json()["error"]["details"]["field"] == "since"
     assert naive.status_code == 400 and naive.json()["error"]["details"]["reason"] == "timezone_required"
     assert ok.status_code == 200 and ok.json()["data"]["requeued"] == 0
