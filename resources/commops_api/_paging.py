@@ -2,10 +2,12 @@
 resource (KOLs: the active list, and the archived list it drains into) until it can prove what it holds.
 
 A pass over one list fetches page 1 (which states the total), then pages 2..N-1 concurrently with a
-bounded lookahead: the pass's body. Its final page N is fetched alone, after the bodies of every list
-of the listing have arrived; when a page's total asks for more pages, the pass goes on. A round walks
-every list this way: the bodies first, then the final pages in list order. Each pass yields only items
-no earlier pass of its list yielded.
+bounded lookahead: the pass's body. Its final page N is fetched alone, after the bodies of the lists
+walked with it have arrived; when a page's total asks for more pages, the pass goes on. A round walks
+the lists in two stages, each this way (the bodies first, then the final pages in list order): first the
+lists that drain into another, then the lists they drain into (KOLs: active, then archived), so the
+drained list's size is taken after every row that left the others. Each pass yields only items no
+earlier pass of its list yielded.
 
 Offset paging over a changing list can miss rows: when a row on a page already read leaves the list,
 every later row moves back one place and one of them slips onto the page already read; with pages
@@ -322,16 +324,10 @@ class ListWalk:
             for future in pending:
                 future.cancel()
 
-    def final(self, sort_honoured: bool, again: bool = False) -> Iterator[Page]:
+    def final(self, sort_honoured: bool) -> Iterator[Page]:
         """End the pass: the final page alone (nothing else of the listing is in flight), then, while its
-        total asks for more, the pages after it. The last of them states the list's size at the end.
-
-        A one-page list had its only page read with the body. With `again` (a list others drain into),
-        that page is read once more: the size it states must be taken after the final pages of the lists
-        draining into it, or a row leaving one of them in between would be counted by neither."""
-        if again and self._next > self._planned:
-            self._next = max(self._planned, 1)
-        while self._next <= self._planned:  # a one-page list has none (unless `again`): page 1 was its final page
+        total asks for more, the pages after it. The last of them states the list's size at the end."""
+        while self._next <= self._planned:  # a one-page list has none: page 1 was its final page
             page = self.fetch(self._next, self.last.per_page)
             self._next += 1
             yield from self._noted(page)
@@ -445,13 +441,17 @@ class Listing:
         to_walk = list(self.walks.values())
         repairs = 0
         while True:
-            for walk in to_walk:
-                for page in walk.body():
-                    yield walk.source, page
+            # A list others drain into is walked after their final pages, so the size it states is taken
+            # after every row that left them: read before, a row leaving in between is counted by neither.
             targets = {walk.source.drains_into for walk in to_walk}
-            for walk in to_walk:
-                for page in walk.final(self.sort_honoured(), again=walk.source.label in targets):
-                    yield walk.source, page
+            for stage in ([w for w in to_walk if w.source.label not in targets],
+                          [w for w in to_walk if w.source.label in targets]):
+                for walk in stage:
+                    for page in walk.body():
+                        yield walk.source, page
+                for walk in stage:
+                    for page in walk.final(self.sort_honoured()):
+                        yield walk.source, page
             yield from self._probe_gaps()
             ended = datetime.now(UTC)
             self._settle_vanished(to_walk)
