@@ -866,22 +866,35 @@ def _crm_matching_section() -> list[str]:
 
 
 def _lake_s3_section() -> list[str]:
-    """The lake on S3 against a local lake, from docs/benchmarks-lake-s3.json (written by
-    `benchmarks/lake_s3.py --write`, a measurement of its own)."""
+    """The lake and warehouse local against the lake on S3 and against the lake on S3 plus the Iceberg tables,
+    from docs/benchmarks-lake-s3.json (written by `benchmarks/lake_s3.py --write`, a measurement of its own)."""
     path = DOCS / "benchmarks-lake-s3.json"
     if not path.exists():
         return []
     f = json.loads(path.read_text())
-    return ["", "## The lake on S3 (issue 21)", "",
+    arms = [("local", "lake and warehouse local", None, None), ("s3", "lake on S3", "ratio", "ratios"),
+            ("iceberg", "lake on S3 + Iceberg tables", "iceberg_ratio", "iceberg_ratios")]
+    arms = [arm for arm in arms if f"{arm[0]}_median" in f]  # figures written before the Iceberg arm have two
+    def listed(values: list) -> str:
+        return ", ".join(map(str, values))
+
+    rows = [f"| {label} | {f[arm + '_median']:.2f} s | {listed(f[arm + '_seconds'])} | "
+            f"{f[arm + '_peak_rss_mb']} MB | "
+            + (f"**{f[ratio]:.2f}** ({listed(f[ratios])}) |" if ratio else " |")
+            for arm, label, ratio, ratios in arms]
+    return ["", "## The lake on S3 and the Iceberg tables (issue 21)", "",
             f"Measured {f['date']} with `{f['command']}`: the core sync (KOL details off) of {f['kols']:,} KOLs into a "
-            "fresh data directory, the lake local against on S3 (`COMMOPS_LAKE_URL`, moto's S3 API server on "
-            "127.0.0.1, objects in its memory), alternated in one run, each sync in its own process. The ratio is "
-            "the cost of the protocol (upload, manifest, download for the warehouse load), not of a network.", "",
-            "| lake | median wall time | runs | peak RSS |", "|---|---|---|---|",
-            f"| local | {f['local_median']:.2f} s | {', '.join(map(str, f['local_seconds']))} | {f['local_peak_rss_mb']} MB |",
-            f"| on S3 | {f['s3_median']:.2f} s | {', '.join(map(str, f['s3_seconds']))} | {f['s3_peak_rss_mb']} MB |", "",
-            f"S3 / local: **{f['ratio']:.2f}** (medians; run by run {', '.join(map(str, f['ratios']))}). 1-minute load "
-            f"average at each round: {', '.join(map(str, f['load_average']))} (other sessions' work on the 2 cores)."]
+            "fresh data directory, alternated in one run, each sync in its own process: the lake and the warehouse "
+            "local (the default); the lake on S3 (`COMMOPS_LAKE_URL`, moto's S3 API server on 127.0.0.1, objects in its "
+            "memory); the lake on S3 and the current-state tables also published as Iceberg tables "
+            "(`COMMOPS_ICEBERG_*`: a fresh SQL catalog in Postgres 15 with fsync on, data files in a fresh bucket "
+            "of the same S3 server). The warehouse and `analytics.duckdb` stay in the data directory in every arm. "
+            "The ratios are the cost of the protocols (upload, manifest, download for the warehouse load, Iceberg "
+            "commits of every row), not of a network.", "",
+            "| arm | median wall time | runs | peak RSS | / local, medians (run by run) |",
+            "|---|---|---|---|---|", *rows, "",
+            f"1-minute load average after each round: {', '.join(map(str, f['load_average']))} (other sessions' work "
+            "on the 2 cores)."]
 
 
 def _size_tools(sizes: list[dict]) -> list[str]:

@@ -1,13 +1,18 @@
-"""Benchmark: the nightly sync with the lake local against the lake on S3 (COMMOPS_LAKE_URL), same run.
+"""Benchmark: the nightly sync with the lake and warehouse local against on S3 plus Iceberg, same run.
 
     .venv/bin/python benchmarks/lake_s3.py [--runs 3] [--scale 1.0] [--write]
 
 Seeds the dataset of benchmarks/nightly_sync.py (100,000 KOLs times --scale), serves it without rate
-limits in its own process, starts moto's S3 API server on 127.0.0.1 (tests/s3.py, the tests' server),
-then alternates N times: the core sync (`run_sync`, KOL details off) into a fresh data directory with
-the lake local, and with the lake in a fresh bucket, each in a child process. Prints medians, the ratio
-S3 / local and each side's peak RSS. moto keeps objects in memory on the same 2 cores: the ratio is the
-cost of the protocol (uploads, manifests, downloads for the warehouse load), not of a network.
+limits in its own process, starts moto's S3 API server on 127.0.0.1 (tests/s3.py, the tests' server)
+and a Postgres server (tests/postgres.py, fsync on as in production), then alternates N times three
+arms, the core sync (`run_sync`, KOL details off) into a fresh data directory, each in a child process:
+  local     the lake and the warehouse local (the default);
+  s3        the lake in a fresh bucket (COMMOPS_LAKE_URL);
+  iceberg   the lake in a fresh bucket and the current-state tables also published as Iceberg tables
+            (COMMOPS_ICEBERG_*: a fresh catalog database in Postgres, a fresh warehouse bucket).
+Prints medians, the ratios remote / local and each arm's peak RSS. moto keeps objects in memory on the
+same 2 cores: the ratios are the cost of the protocols (uploads, manifests, downloads for the warehouse
+load, Iceberg commits), not of a network.
 --write saves the figures to docs/benchmarks-lake-s3.json, which `python -m benchmarks` renders into
 docs/benchmarks.md.
 """
@@ -30,12 +35,17 @@ FIGURES = ROOT / "docs" / "benchmarks-lake-s3.json"
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.nightly_sync import CONCURRENCY, SYNC, seed_service, serving  # noqa: E402
-from tests.s3 import running_s3  # noqa: E402
+from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV  # noqa: E402
+from tests.postgres import PostgresServer, running_postgres  # noqa: E402
+from tests.s3 import S3Server, running_s3  # noqa: E402
+
+ARMS = {"local": "lake and warehouse local", "s3": "lake on S3", "iceberg": "lake on S3 + Iceberg tables"}
 
 
 def _sync(base_url: str, key: str, data_dir: Path, env: dict[str, str]) -> dict:
     """One core sync in a child process with `env` added (imports excluded from its wall time)."""
-    child_env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith("COMMOPS_LAKE")} | env
+    child_env = {k: v for k, v in os.environ.items()
+                 if k != "DAGSTER_HOME" and not k.startswith(("COMMOPS_LAKE", "COMMOPS_ICEBERG"))} | env
     out = subprocess.run([sys.executable, "-c", SYNC, base_url, key, str(data_dir), "0", str(CONCURRENCY)],
                          cwd=ROOT, env=child_env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -46,6 +56,24 @@ def _sync(base_url: str, key: str, data_dir: Path, env: dict[str, str]) -> dict:
     return result
 
 
+def _arm_env(arm: str, run: int, s3: S3Server, postgres: PostgresServer) -> dict[str, str]:
+    """What the arm's sync is given: fresh buckets and a fresh catalog database, as a first sync meets them."""
+    if arm == "local":
+        return {}
+    env = s3.env() | {"COMMOPS_LAKE_URL": f"s3://{s3.create_bucket('bench')}/commops/lake"}
+    if arm == "iceberg":
+        env |= {ICEBERG_CATALOG_URL_ENV: postgres.create_database(f"iceberg_{run}"),
+                ICEBERG_WAREHOUSE_ENV: f"s3://{s3.create_bucket('tables')}/commops/tables"}
+    return env
+
+
+def _check_published(postgres: PostgresServer, catalog_url: str) -> None:
+    """The Iceberg arm did publish: its catalog names the current-state tables."""
+    tables = {name for (name,) in postgres.execute("SELECT table_name FROM iceberg_tables", catalog_url.rsplit("/", 1)[1])}
+    if not {"kols", "campaigns", "products", "signals"} <= tables:
+        raise SystemExit(f"the Iceberg arm published no tables (catalog holds {sorted(tables)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
@@ -54,45 +82,52 @@ def main() -> None:
     args = parser.parse_args()
     loads = []
 
-    with tempfile.TemporaryDirectory(prefix="commops-bench-") as tmp, running_s3() as s3:
+    with tempfile.TemporaryDirectory(prefix="commops-bench-") as tmp, running_s3() as s3, \
+            running_postgres(durable=True) as postgres:
         tmp_path = Path(tmp)
         db_path, key = seed_service(tmp_path, args.scale)
         with serving(db_path) as base_url:
             _sync(base_url, key, tmp_path / "warm-up", {})  # the service's caches, not measured
-            local, on_s3 = [], []
+            results: dict[str, list[dict]] = {arm: [] for arm in ARMS}
             for run in range(args.runs):
-                local.append(_sync(base_url, key, tmp_path / f"local-{run}", {}))
-                lake_url = f"s3://{s3.create_bucket('bench')}/commops/lake"
-                on_s3.append(_sync(base_url, key, tmp_path / f"s3-{run}", s3.env() | {"COMMOPS_LAKE_URL": lake_url}))
+                for arm in ARMS:
+                    env = _arm_env(arm, run, s3, postgres)
+                    results[arm].append(_sync(base_url, key, tmp_path / f"{arm}-{run}", env))
+                    if arm == "iceberg":
+                        _check_published(postgres, env[ICEBERG_CATALOG_URL_ENV])
                 loads.append(round(os.getloadavg()[0], 1))
-                print(f"run {run + 1}: lake local {local[-1]['seconds']:.1f}s, lake on S3 {on_s3[-1]['seconds']:.1f}s",
+                print(f"run {run + 1}: " + ", ".join(f"{ARMS[arm]} {results[arm][-1]['seconds']:.1f}s" for arm in ARMS),
                       flush=True)
 
-    local_s = statistics.median(r["seconds"] for r in local)
-    s3_s = statistics.median(r["seconds"] for r in on_s3)
+    local, on_s3, iceberg = (results[arm] for arm in ARMS)
+    medians = {arm: statistics.median(r["seconds"] for r in results[arm]) for arm in ARMS}
     figures = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python benchmarks/lake_s3.py " + " ".join(sys.argv[1:]),
         "kols": local[-1]["assets"]["lake/kols"]["rows"],
         "runs": args.runs,
-        "local_seconds": [round(r["seconds"], 2) for r in local],
-        "s3_seconds": [round(r["seconds"], 2) for r in on_s3],
-        "local_median": round(local_s, 2),
-        "s3_median": round(s3_s, 2),
-        "ratio": round(s3_s / local_s, 2),
-        "ratios": [round(b["seconds"] / a["seconds"], 2) for a, b in zip(local, on_s3, strict=True)],
-        "local_peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in local)),
-        "s3_peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in on_s3)),
         "load_average": loads,
     }
-    print(f"\n== core sync, {figures['kols']:,} KOLs, lake local vs on S3 (moto on 127.0.0.1), medians of {args.runs} runs ==")
-    print(f"lake local     {local_s:.2f}s  peak RSS {figures['local_peak_rss_mb']} MB")
-    print(f"lake on S3     {s3_s:.2f}s  peak RSS {figures['s3_peak_rss_mb']} MB")
-    print(f"ratio S3 / local  {figures['ratio']:.2f}  (run by run: {', '.join(map(str, figures['ratios']))}; "
-          f"1-minute load average {loads})")
+    for arm in ARMS:
+        figures[f"{arm}_seconds"] = [round(r["seconds"], 2) for r in results[arm]]
+        figures[f"{arm}_median"] = round(medians[arm], 2)
+        figures[f"{arm}_peak_rss_mb"] = round(statistics.median(r["peak_rss_mb"] for r in results[arm]))
+        if arm != "local":
+            prefix = "" if arm == "s3" else f"{arm}_"  # "ratio", "ratios": the S3 arm's, as before
+            figures[f"{prefix}ratio"] = round(medians[arm] / medians["local"], 2)
+            figures[f"{prefix}ratios"] = [round(b["seconds"] / a["seconds"], 2) for a, b in zip(local, results[arm], strict=True)]
+    print(f"\n== core sync, {figures['kols']:,} KOLs, local vs on S3 (moto on 127.0.0.1) vs on S3 + Iceberg "
+          f"(catalog in Postgres), medians of {args.runs} runs ==")
+    for arm in ARMS:
+        print(f"{ARMS[arm]:<30} {medians[arm]:6.2f}s  peak RSS {figures[f'{arm}_peak_rss_mb']} MB")
+    print(f"ratio lake on S3 / local             {figures['ratio']:.2f}  (run by run: {', '.join(map(str, figures['ratios']))})")
+    print(f"ratio lake on S3 + Iceberg / local   {figures['iceberg_ratio']:.2f}  "
+          f"(run by run: {', '.join(map(str, figures['iceberg_ratios']))})")
+    print(f"1-minute load average after each round: {loads}")
     if args.write:
         FIGURES.write_text(json.dumps(figures, indent=1) + "\n")
         print(f"wrote {FIGURES.relative_to(ROOT)}")
+
 
 if __name__ == "__main__":
     main()

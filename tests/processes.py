@@ -51,6 +51,17 @@ def answers(port: int) -> bool:
     return True
 
 
+def terminate(process: subprocess.Popen, timeout: float = 20.0) -> None:
+    """SIGTERM `process` (if still running) and wait for it; SIGKILL when it outlives `timeout` seconds."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def assert_stops_on_sigterm(process: subprocess.Popen, ports: list[int]) -> None:
     """SIGTERM `process`; within STOP_SECONDS it has exited, every process it had started is gone
     and nothing answers on `ports` any more."""

@@ -25,6 +25,7 @@ from tests.pipeline.conftest import RunningService, start_service
 from tests.pipeline.sync_support import query
 from tests.pipeline.webhook_stack import WEBHOOK_SETTINGS, new_kol
 from tests.postgres import PostgresServer
+from tests.processes import terminate
 from tests.receiver.conftest import launch_receiver_process, wait_for_receiver
 from tests.service.webhook_support import free_port
 from tests.waiting import wait_until
@@ -115,13 +116,7 @@ def test_behind_a_load_balancer_every_delivered_event_is_stored_once_and_applied
 
 def _started(stack: ExitStack, process: subprocess.Popen) -> subprocess.Popen:
     def stop() -> None:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        terminate(process)
         process.stderr.close()
 
     stack.callback(stop)
