@@ -27,6 +27,7 @@ import yaml
 from assets.catalog import CATALOG
 from commops_spec.constants import EVENTS
 from pipelines.cli.webhook_subscriptions import Subscriptions
+from pipelines.jobs import APPLY_WEBHOOK_EVENTS, NIGHTLY_SYNC
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV
 from tests.deploy.conftest import TEST_OVERRIDES, deploy_config
 from tests.pipeline.conftest import RunningService, start_service
@@ -37,7 +38,6 @@ from tests.processes import terminate
 from tests.receiver.conftest import wait_for_receiver
 from tests.s3 import S3Server
 from tests.service.webhook_support import free_port
-from pipelines.jobs import APPLY_WEBHOOK_EVENTS, NIGHTLY_SYNC
 from tests.waiting import wait_until
 from webhook_receiver.inbox import INBOX_URL_ENV, Inbox
 from webhook_receiver.signatures import read_secrets_file
