@@ -31,7 +31,7 @@ from assets.crm import features
 from resources.sql import sql_literal
 from resources.crm.base import DEFAULT_MATCH_THRESHOLD
 
-BLOCK_CAP = 50  # KOL-contact blocks: records per side
+BLOCK_CAP = 20  # KOL-contact blocks: records per side
 DUPLICATE_BLOCK_CAP = 20  # contact-contact blocks (every contact takes part: a smaller cap keeps the pairs near-linear)
 DEFAULT_THRESHOLD = DEFAULT_MATCH_THRESHOLD
 # Share of the unmatched KOLs assumed to have a contact among the unmatched contacts (the prior).
@@ -75,7 +75,7 @@ def keys(conn: duckdb.DuckDBPyConnection, table: str, spelled_names: bool = Fals
     `spelled_names` (the KOL side): also the local parts the record's name would make ('m' keys, which
     the other side holds for its email's letters)."""
     spelled = """
-  UNION ALL SELECT rid, 'm' || unnest(sp || spi), false FROM {table} WHERE sp IS NOT NULL AND NOT initial_only
+  UNION ALL SELECT rid, 'm' || unnest(sp), false FROM {table} WHERE sp IS NOT NULL AND NOT initial_only
 """ if spelled_names else ""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {table}_keys AS
