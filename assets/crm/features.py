@@ -102,7 +102,7 @@ MACROS = (
     # Two email local parts one typo apart (1 edit, 2 for long ones): not a shared prefix (augustin.pires, augustin.peltier)
     # (the length test first, in a CASE so that DuckDB skips the rest: the edit distance of every pair cost
     # more than the rest of its score)
-    "pm_local_close(x, y) AS CASE WHEN abs(length(x) - length(y)) <= 2 "
+    "pm_local_close(x, y) AS CASE WHEN x = y THEN true WHEN abs(length(x) - length(y)) <= 2 "
     "THEN damerau_levenshtein(x, y) <= CASE WHEN least(length(x), length(y)) >= 8 THEN 2 ELSE 1 END ELSE false END",
     # Two first names one typo apart, not one name and a longer one (Daniel, Danielle; Paul, Paula: two names)
     "pm_first_typo(x, y) AS jaro_winkler_similarity(x, y) >= 0.9 AND NOT starts_with(x, y) AND NOT starts_with(y, x)",
