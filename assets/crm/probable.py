@@ -55,6 +55,9 @@ W = {
     "last_part": _bits(0.05, 0.002), "last_typo": _bits(0.06, 0.003), "last_differ": _bits(0.04, 0.99),
     "swapped": -2.0,
     "phone_differ": _bits(0.45, 1.0),
+    # two mailboxes of one name at one institution (kumiko_kimura@, kumiko_kimura2@): its mail system numbered
+    # the second person of that name; one person rarely holds both
+    "local_numbered": _bits(0.02, 0.9),
     "email_equal": MAX_BITS, "local_named": _bits(0.3, 0.25), "local_other": 9.0, "local_similar": _bits(0.1, 0.02),
     "email_differ": _bits(0.6, 1.0), "domain_equal": _bits(0.3, 0.05), "domain_differ": _bits(0.6, 0.9),
     "institution_similar": _bits(0.15, 0.01), "city_equal": _bits(0.15, 0.02), "country_differ": _bits(0.05, 0.7),
@@ -236,6 +239,8 @@ levels AS (
       AS phone_level,
     CASE WHEN a_email IS NULL OR b_email IS NULL THEN 'missing'
          WHEN a_email = b_email THEN 'equal'
+         WHEN a_domain = b_domain AND NOT list_contains({webmail}, a_domain) AND a_local <> b_local
+              AND regexp_replace(a_local, '[0-9]+', '', 'g') = regexp_replace(b_local, '[0-9]+', '', 'g') THEN 'numbered'
          -- a local part made of the name (john.smith, jsmith2) says what the name says already
          WHEN a_local = b_local OR pm_local_close(a_local, b_local) OR a_letters = b_letters
            THEN CASE WHEN (a_ln IS NOT NULL AND contains(a_local, replace(a_ln, ' ', '')))
@@ -276,6 +281,7 @@ weighed AS (
     {_exact("first", "tf.u")} + {_exact("last", "tl.u")} + {W["swapped"]} AS w_crossed,
     CASE phone_level WHEN 'equal' THEN {_exact("phone", "tp.u")} WHEN 'differ' THEN {W["phone_differ"]} ELSE 0 END AS w_phone,
     CASE email_level WHEN 'equal' THEN {W["email_equal"]} WHEN 'local_named' THEN {W["local_named"]}
+         WHEN 'numbered' THEN {W["local_numbered"]}
          WHEN 'local_other' THEN {W["local_other"]} WHEN 'local_similar' THEN {W["local_similar"]}
          WHEN 'differ' THEN {W["email_differ"]} ELSE 0 END
       + CASE domain_level WHEN 'equal' THEN {W["domain_equal"]} WHEN 'differ' THEN {W["domain_differ"]} ELSE 0 END
