@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from resources.crm.mapping import DEFAULT_EXTERNAL_ID_FIELD
 
-DEFAULT_MATCH_THRESHOLD = 0.8  # chosen by benchmarks/crm_matching.py (docs/crm-decisions-reconciliation.md)
+DEFAULT_MATCH_THRESHOLD = 0.9  # chosen by benchmarks/crm_matching.py (docs/crm-decisions-reconciliation.md)
 
 
 class MappedCrmResource(dg.ConfigurableResource):
