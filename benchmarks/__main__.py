@@ -844,8 +844,7 @@ def _crm_matching_section() -> list[str]:
         lines += [f"Quality, measured {quality['date']} with `{quality['command']}`: "
                   f"{data['kols']:,} KOLs x {data['contacts']:,} contacts, seed {quality['seed']} "
                   f"({data['positives']} same people under another email, {data['namesakes']} namesakes, "
-                  f"{data['duplicates']} CRM duplicates). Threshold {quality['threshold']} (chosen on seed 1: the lowest "
-                  "of the grid with precision >= 0.98).", "",
+                  f"{data['duplicates']} CRM duplicates). Threshold {quality['threshold']} ({_crm_choice(figures)}).", "",
                   "| | precision | recall | found | false |", "|---|---|---|---|---|",
                   f"| probable_match at {quality['threshold']} | {quality['precision']:.4f} | {quality['recall']:.4f} | "
                   f"{quality['found']} of {quality['positives']} | {quality['false']} |",
@@ -863,6 +862,18 @@ def _crm_matching_section() -> list[str]:
                   f"(CPU {scale['cpu']} s), peak RSS {scale['peak_rss_mb']} MB."
                   + (f" {scale['note']}" if scale.get("note") else "")]
     return lines
+
+
+def _crm_choice(figures: dict) -> str:
+    """How the threshold was chosen: on the development seeds (`crm_matching.py choose`), never on the held-out one."""
+    choice = figures.get("choice")
+    if not choice:
+        return "chosen on seed 1: the lowest of the grid with precision less one standard error >= 0.98"
+    seeds = " and ".join(str(seed) for seed in choice["seeds"])
+    row = next((r for r in choice["sweep"] if r["threshold"] == choice["chosen"]), None)
+    at = f": there {row['precision']:.4f} / {row['recall']:.4f}" if row else ""
+    return (f"chosen {choice['date']} with `{choice['command']}` on seeds {seeds} pooled, the lowest of the grid with "
+            f"precision less one standard error >= 0.98{at}")
 
 
 def _lake_s3_section() -> list[str]:
