@@ -844,8 +844,7 @@ def _crm_matching_section() -> list[str]:
         lines += [f"Quality, measured {quality['date']} with `{quality['command']}`: "
                   f"{data['kols']:,} KOLs x {data['contacts']:,} contacts, seed {quality['seed']} "
                   f"({data['positives']} same people under another email, {data['namesakes']} namesakes, "
-                  f"{data['duplicates']} CRM duplicates). Threshold {quality['threshold']} (chosen on seed 1: the lowest "
-                  "of the grid with precision >= 0.98).", "",
+                  f"{data['duplicates']} CRM duplicates). Threshold {quality['threshold']} ({_crm_choice(figures)}).", "",
                   "| | precision | recall | found | false |", "|---|---|---|---|---|",
                   f"| probable_match at {quality['threshold']} | {quality['precision']:.4f} | {quality['recall']:.4f} | "
                   f"{quality['found']} of {quality['positives']} | {quality['false']} |",
@@ -854,6 +853,12 @@ def _crm_matching_section() -> list[str]:
                   "Recall per kind of difference: " + ", ".join(f"{k} {v}" for k, v in quality["recall_by_kind"].items())
                   + ". Precision and recall per threshold: " + ", ".join(
                       f"{row['threshold']}: {row['precision']:.3f} / {row['recall']:.3f}" for row in quality["sweep"]) + "."]
+    for key, other in sorted(figures.items()):
+        if key.startswith("quality_seed_"):  # another held-out seed, beside seed 2
+            lines += ["", f"Held-out seed {other['seed']}, measured {other['date']} with `{other['command']}`: at "
+                      f"{other['threshold']} precision {other['precision']:.4f}, recall {other['recall']:.4f} "
+                      f"({other['found']} of {other['positives']}, {other['false']} false); duplicate sets "
+                      f"{other['duplicate_precision']:.4f} / {other['duplicate_recall']:.4f}."]
     scale = figures.get("scale")
     if scale:
         lines += ["", f"Scale, measured {scale['date']} with `{scale['command']}`: {scale['kols']:,} KOLs x "
@@ -863,6 +868,18 @@ def _crm_matching_section() -> list[str]:
                   f"(CPU {scale['cpu']} s), peak RSS {scale['peak_rss_mb']} MB."
                   + (f" {scale['note']}" if scale.get("note") else "")]
     return lines
+
+
+def _crm_choice(figures: dict) -> str:
+    """How the threshold was chosen: on the development seeds (`crm_matching.py choose`), never on the held-out one."""
+    choice = figures.get("choice")
+    if not choice:
+        return "chosen on seed 1: the lowest of the grid with precision less one standard error >= 0.98"
+    seeds = ", ".join(f"{seed} ({t})" for seed, t in choice.get("per_seed", {}).items())
+    row = next((r for r in choice["sweep"] if r["threshold"] == choice["chosen"]), None)
+    at = f"; the seeds pooled there: {row['precision']:.4f} / {row['recall']:.4f}" if row else ""
+    return (f"chosen {choice['date']} with `{choice['command']}`: the lowest of the grid at which each development seed's "
+            f"precision less one standard error is >= 0.98, i.e. the largest of each seed's own choice: {seeds}{at}")
 
 
 def _lake_s3_section() -> list[str]:

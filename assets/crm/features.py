@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import importlib.resources
 import re
+import unicodedata
 from functools import lru_cache
 
 import duckdb
@@ -26,6 +27,7 @@ import jellyfish
 import phonenumbers
 import pyarrow as pa
 from anyascii import anyascii
+from nameparser.config.particles import PARTICLES
 
 # Tokens that are not part of a person's name: titles, degrees, suffixes.
 NOT_NAMES = ("dr", "prof", "professor", "mr", "mrs", "ms", "md", "phd", "jr", "sr", "ii", "iii", "iv", "dipl", "med",
@@ -35,6 +37,10 @@ WEBMAIL = ("gmail.com", "googlemail.com", "yahoo.com", "hotmail.com", "outlook.c
            "me.com", "aol.com", "gmx.de", "gmx.net", "web.de", "t-online.de", "orange.fr", "free.fr", "laposte.net",
            "libero.it", "yandex.ru", "mail.ru", "qq.com", "163.com", "126.com", "protonmail.com", "proton.me",
            "yahoo.co.uk", "yahoo.fr", "wp.pl", "onet.pl", "o2.pl", "uol.com.br", "bol.com.br")
+# Surname particles in Latin script (van, de, von, della, al-, ...): sharing one is not sharing a surname (van
+# Mare, van Dongen). Those of other scripts are left out: their transliterations vary.
+SURNAME_PARTICLES = tuple(sorted({re.sub(r"[^a-z0-9]", "", anyascii(p).lower()) for p in PARTICLES
+                                  if all(unicodedata.name(c, "").startswith("LATIN") for c in p if c.isalpha())} - {""}))
 _HAN = re.compile(r"([\u2e80-\u9fff\uf900-\ufaff])")
 
 
@@ -91,6 +97,15 @@ MACROS = (
     "WHEN strlen(strip_accents(x)) = length(strip_accents(x)) THEN lower(strip_accents(x)) ELSE pm_py_translit(x) END",
     "pm_name(x) AS NULLIF(trim(regexp_replace(regexp_replace(regexp_replace(pm_translit(x), '[''’`]', '', 'g'), "
     "'[^a-z0-9]+', ' ', 'g'), '\\s+', ' ', 'g')), '')",
+    "pm_surnames(lt) AS list_filter(lt, lambda t: NOT list_contains("
+    + "[" + ", ".join(f"'{t}'" for t in SURNAME_PARTICLES) + "], t))",
+    # Two email local parts one typo apart (1 edit, 2 for long ones): not a shared prefix (augustin.pires, augustin.peltier)
+    # (the length test first, in a CASE so that DuckDB skips the rest: the edit distance of every pair cost
+    # more than the rest of its score)
+    "pm_local_close(x, y) AS CASE WHEN x = y THEN true WHEN abs(length(x) - length(y)) <= 2 "
+    "THEN damerau_levenshtein(x, y) <= CASE WHEN least(length(x), length(y)) >= 8 THEN 2 ELSE 1 END ELSE false END",
+    # Two first names one typo apart, not one name and a longer one (Daniel, Danielle; Paul, Paula: two names)
+    "pm_first_typo(x, y) AS jaro_winkler_similarity(x, y) >= 0.9 AND NOT starts_with(x, y) AND NOT starts_with(y, x)",
     "pm_tokens(x) AS list_filter(string_split(coalesce(pm_name(x), ''), ' '), "
     "lambda t: t <> '' AND NOT list_contains(" + "[" + ", ".join(f"'{t}'" for t in NOT_NAMES) + "], t))",
     # E.164 from a written phone and the record's ISO country: an extension is cut, '+'/'00' numbers keep

@@ -31,7 +31,7 @@ from assets.crm import features
 from resources.sql import sql_literal
 from resources.crm.base import DEFAULT_MATCH_THRESHOLD
 
-BLOCK_CAP = 50  # KOL-contact blocks: records per side
+BLOCK_CAP = 20  # KOL-contact blocks: records per side
 DUPLICATE_BLOCK_CAP = 20  # contact-contact blocks (every contact takes part: a smaller cap keeps the pairs near-linear)
 DEFAULT_THRESHOLD = DEFAULT_MATCH_THRESHOLD
 # Share of the unmatched KOLs assumed to have a contact among the unmatched contacts (the prior).
@@ -41,6 +41,7 @@ DUPLICATE_SHARE = 0.05
 MAX_BITS = 14.0  # no single field says more than this
 CANDIDATE_FLOOR = 0.01  # a pair scoring less is no candidate worth listing
 GENERIC_SHARE = 0.01  # an institution word in more names than this says nothing about the place
+GENERIC_CITIES = 3  # nor does one found in the institutions of this many cities
 
 
 def _bits(m: float, u: float) -> float:
@@ -54,12 +55,17 @@ W = {
     "last_part": _bits(0.05, 0.002), "last_typo": _bits(0.06, 0.003), "last_differ": _bits(0.04, 0.99),
     "swapped": -2.0,
     "phone_differ": _bits(0.45, 1.0),
+    # two mailboxes of one name at one institution (kumiko_kimura@, kumiko_kimura2@): its mail system numbered
+    # the second person of that name; one person rarely holds both
+    "local_numbered": _bits(0.02, 0.9),
     "email_equal": MAX_BITS, "local_named": _bits(0.3, 0.25), "local_other": 9.0, "local_similar": _bits(0.1, 0.02),
     "email_differ": _bits(0.6, 1.0), "domain_equal": _bits(0.3, 0.05), "domain_differ": _bits(0.6, 0.9),
     "institution_similar": _bits(0.15, 0.01), "city_equal": _bits(0.15, 0.02), "country_differ": _bits(0.05, 0.7),
     "place_differ": _bits(0.25, 0.97),
     "department_equal": _bits(0.7, 0.15), "department_differ": _bits(0.05, 0.85),
     "title_equal": _bits(0.55, 0.1), "title_similar": _bits(0.2, 0.1), "title_differ": _bits(0.25, 0.85),
+    # a department has a few titles: two people of one department share one a third of the time
+    "title_equal_same_department": _bits(0.55, 0.35),
 }
 M_EXACT = {"first": 0.85, "last": 0.85, "phone": 0.5, "institution": 0.6}
 U_FLOOR = {"first": 1e-3, "last": 2e-4, "phone": 1e-5, "institution": 5e-4}
@@ -72,7 +78,7 @@ def keys(conn: duckdb.DuckDBPyConnection, table: str, spelled_names: bool = Fals
     `spelled_names` (the KOL side): also the local parts the record's name would make ('m' keys, which
     the other side holds for its email's letters)."""
     spelled = """
-  UNION ALL SELECT rid, 'm' || unnest(sp || spi), false FROM {table} WHERE sp IS NOT NULL AND NOT initial_only
+  UNION ALL SELECT rid, 'm' || unnest(sp), false FROM {table} WHERE sp IS NOT NULL AND NOT initial_only
 """ if spelled_names else ""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {table}_keys AS
@@ -126,14 +132,14 @@ def name_compatible(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str,
     records of one person in one CRM nearly always share one, and a name alone never is a duplicate."""
     jw = "jaro_winkler_similarity"
     corroboration = ("AND (a.phone = b.phone OR a.em_local = b.em_local OR a.inst = b.inst OR a.city = b.city "
-                     "OR a.em_domain = b.em_domain OR jaro_winkler_similarity(a.em_local, b.em_local) >= 0.92)"
+                     "OR a.em_domain = b.em_domain OR pm_local_close(a.em_local, b.em_local))"
                      if corroborated else "")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {pair_table} AS
 SELECT p.a, p.b FROM {pair_table} p JOIN {left} a ON a.rid = p.a JOIN {right} b ON b.rid = p.b
 WHERE ((a.fn IS NULL OR b.fn IS NULL OR a.fi = b.fi AND (a.initial_only OR b.initial_only OR a.fn = b.fn
-         OR list_has_any(a.fc, b.fc) OR {jw}(a.fn, b.fn) >= 0.9) OR list_has_any(a.fc, b.fc))
-  AND (a.ln IS NULL OR b.ln IS NULL OR a.ln = b.ln OR list_has_any(a.lt, b.lt) OR {jw}(a.ln, b.ln) >= 0.9)
+         OR list_has_any(a.fc, b.fc) OR pm_first_typo(a.fn, b.fn)) OR list_has_any(a.fc, b.fc))
+  AND (a.ln IS NULL OR b.ln IS NULL OR a.ln = b.ln OR list_has_any(pm_surnames(a.lt), b.lt) OR {jw}(a.ln, b.ln) >= 0.9)
    OR (list_contains(b.lt, a.fn) OR {jw}(a.fn, b.ln) >= 0.92) AND (list_contains(a.lt, b.fn) OR {jw}(a.ln, b.fn) >= 0.92))
   {corroboration}""")
 
@@ -175,11 +181,15 @@ def frequencies(conn: duckdb.DuckDBPyConnection, population: str) -> None:
     for name, column in (("fn", "fn"), ("ln", "ln"), ("phone", "phone"), ("inst", "inst")):
         conn.execute(f"CREATE OR REPLACE TEMP TABLE pm_tf_{name} AS SELECT {column} AS v, count(*) / {total} AS u "
                      f"FROM {population} WHERE {column} IS NOT NULL GROUP BY ALL")
+    # A word naming no one place: in more than GENERIC_SHARE of the names (Hospital), or in the names of
+    # institutions in GENERIC_CITIES cities or more (Universitair Medisch Centrum, St. Vincent: a kind or a patron)
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE pm_generic AS
-WITH names AS (SELECT DISTINCT inst FROM {population} WHERE inst IS NOT NULL)
-SELECT word FROM (SELECT DISTINCT inst, unnest(string_split(inst, ' ')) AS word FROM names)
-GROUP BY word HAVING count(*) > {GENERIC_SHARE} * (SELECT count(*) FROM names) AND (SELECT count(*) FROM names) >= 50""")
+WITH names AS (SELECT DISTINCT inst, city FROM {population} WHERE inst IS NOT NULL)
+SELECT word FROM (SELECT DISTINCT inst, city, unnest(string_split(inst, ' ')) AS word FROM names)
+GROUP BY word HAVING (count(DISTINCT inst) > {GENERIC_SHARE} * (SELECT count(DISTINCT inst) FROM names)
+                      OR count(DISTINCT city) >= {GENERIC_CITIES})
+                  AND (SELECT count(DISTINCT inst) FROM names) >= 50""")
 
 
 def _exact(kind: str, u_sql: str) -> str:
@@ -212,10 +222,10 @@ levels AS (
          WHEN initial THEN CASE WHEN a_fi = b_fi THEN 'initial' ELSE 'differ' END
          WHEN a_fn = b_fn THEN 'exact'
          WHEN list_has_any(a_fc, b_fc) THEN 'nickname'
-         WHEN {jw}(a_fn, b_fn) >= 0.9 THEN 'typo' ELSE 'differ' END AS first_level,
+         WHEN pm_first_typo(a_fn, b_fn) THEN 'typo' ELSE 'differ' END AS first_level,
     CASE WHEN a_ln IS NULL OR b_ln IS NULL THEN 'missing'
          WHEN a_ln = b_ln THEN 'exact'
-         WHEN list_has_any(a_lt, b_lt) THEN 'part'
+         WHEN list_has_any(pm_surnames(a_lt), b_lt) THEN 'part'
          WHEN {jw}(a_ln, b_ln) >= 0.9 THEN 'typo' ELSE 'differ' END AS last_level,
     -- one side's email spells the other's name: first.last, first_last, last.first give the first name
     -- and the last, flast, f.last and lastf the last name (the CRM kept amanda.benitez@ for "A Benitez")
@@ -229,9 +239,13 @@ levels AS (
       AS phone_level,
     CASE WHEN a_email IS NULL OR b_email IS NULL THEN 'missing'
          WHEN a_email = b_email THEN 'equal'
+         WHEN a_domain = b_domain AND NOT list_contains({webmail}, a_domain) AND a_local <> b_local
+              AND regexp_replace(a_local, '[0-9]+', '', 'g') = regexp_replace(b_local, '[0-9]+', '', 'g') THEN 'numbered'
          -- a local part made of the name (john.smith, jsmith2) says what the name says already
-         WHEN a_local = b_local OR {jw}(a_local, b_local) >= 0.92 OR a_letters = b_letters
+         WHEN a_local = b_local OR pm_local_close(a_local, b_local) OR a_letters = b_letters
            THEN CASE WHEN (a_ln IS NOT NULL AND contains(a_local, replace(a_ln, ' ', '')))
+                       -- any surname of the name (Karl-Hermann Kitzmann's kitzmannk@)
+                       OR list_bool_or(list_transform(pm_surnames(a_lt), lambda t: length(t) > 2 AND contains(a_local, t)))
                        OR (a_fn IS NOT NULL AND length(a_fn) > 2 AND contains(a_local, a_fn)) THEN 'local_named'
                      WHEN a_local = b_local THEN 'local_other' ELSE 'local_similar' END
          ELSE 'differ' END AS email_level,
@@ -267,6 +281,7 @@ weighed AS (
     {_exact("first", "tf.u")} + {_exact("last", "tl.u")} + {W["swapped"]} AS w_crossed,
     CASE phone_level WHEN 'equal' THEN {_exact("phone", "tp.u")} WHEN 'differ' THEN {W["phone_differ"]} ELSE 0 END AS w_phone,
     CASE email_level WHEN 'equal' THEN {W["email_equal"]} WHEN 'local_named' THEN {W["local_named"]}
+         WHEN 'numbered' THEN {W["local_numbered"]}
          WHEN 'local_other' THEN {W["local_other"]} WHEN 'local_similar' THEN {W["local_similar"]}
          WHEN 'differ' THEN {W["email_differ"]} ELSE 0 END
       + CASE domain_level WHEN 'equal' THEN {W["domain_equal"]} WHEN 'differ' THEN {W["domain_differ"]} ELSE 0 END
@@ -276,7 +291,8 @@ weighed AS (
          WHEN 'other_country' THEN {W["country_differ"]} WHEN 'other_institution' THEN {W["place_differ"]} ELSE 0 END
       AS w_place,
     CASE dept_level WHEN 'equal' THEN {W["department_equal"]} WHEN 'differ' THEN {W["department_differ"]} ELSE 0 END
-      + CASE title_level WHEN 'equal' THEN {W["title_equal"]} WHEN 'similar' THEN {W["title_similar"]}
+      + CASE title_level WHEN 'equal' THEN CASE WHEN dept_level = 'equal' THEN {W["title_equal_same_department"]}
+                                                ELSE {W["title_equal"]} END WHEN 'similar' THEN {W["title_similar"]}
              WHEN 'differ' THEN {W["title_differ"]} ELSE 0 END AS w_role
   FROM placed p
   LEFT JOIN pm_tf_fn tf ON tf.v = p.a_fn LEFT JOIN pm_tf_ln tl ON tl.v = p.a_ln
@@ -287,6 +303,22 @@ named AS (
   SELECT *, crossed AND (w_crossed > w_first + w_last OR coalesce(mail_first, false)) AS swapped,
          CASE WHEN crossed THEN greatest(w_crossed, w_first + w_last) ELSE w_first + w_last END AS w_name
   FROM weighed
+),
+judged AS (
+  -- A first or a last name that differs outright (not a typo, nickname or initial, not spelled by the email,
+  -- not a swap), with neither the phone nor the email's local part agreeing: colleagues share an institution,
+  -- a department and a mail domain, so those say nothing for one person here; only evidence against counts.
+  -- Two local parts that each spell their own record's name (baudry.daniel, baudry.danielle) agree only as
+  -- much as the names do.
+  SELECT * REPLACE (CASE WHEN colleagues THEN least(w_place, 0) ELSE w_place END AS w_place,
+                    CASE WHEN colleagues THEN least(w_role, 0) ELSE w_role END AS w_role,
+                    CASE WHEN colleagues THEN least(w_email, 0) ELSE w_email END AS w_email)
+  FROM (SELECT *, NOT swapped AND (first_level = 'differ' AND NOT coalesce(mail_first, false)
+                                   OR last_level = 'differ' AND NOT coalesce(mail_last, false))
+                  AND phone_level <> 'equal' AND email_level <> 'equal'
+                  AND (email_level NOT IN ('local_named', 'local_other', 'local_similar')
+                       OR a_letters <> b_letters AND list_contains(a_sp || a_spi, a_letters)
+                          AND list_contains(b_sp || b_spi, b_letters)) AS colleagues FROM named)
 )
 SELECT a, b, bits, score,
        CASE WHEN score >= {2.0 if reasons_from is None else float(reasons_from)} THEN to_json([
@@ -297,13 +329,14 @@ SELECT a, b, bits, score,
          {{'field': 'phone', 'level': phone_level, 'bits': round(w_phone, 1), 'kol': a_phone, 'crm': b_phone}},
          {{'field': 'email', 'level': email_level || ', domain ' || domain_level, 'bits': round(w_email, 1),
            'kol': a_email, 'crm': b_email}},
-         {{'field': 'institution', 'level': place_level, 'bits': round(w_place, 1),
+         {{'field': 'institution', 'level': place_level || CASE WHEN colleagues THEN ' (not counted: the names differ)'
+                                                                     ELSE '' END, 'bits': round(w_place, 1),
            'kol': concat_ws(', ', a_inst, a_city, a_country), 'crm': concat_ws(', ', b_inst, b_city, b_country)}},
          {{'field': 'role', 'level': 'department ' || dept_level || ', title ' || title_level, 'bits': round(w_role, 1),
            'kol': concat_ws(', ', a_dept, a_title), 'crm': concat_ws(', ', b_dept, b_title)}}
        ]) END AS reasons
 FROM (SELECT *, round(w_name + w_phone + w_email + w_place + w_role, 2) AS bits,
-             round(1 / (1 + pow(2, -({prior} + w_name + w_phone + w_email + w_place + w_role))), 4) AS score FROM named)
+             round(1 / (1 + pow(2, -({prior} + w_name + w_phone + w_email + w_place + w_role))), 4) AS score FROM judged)
 WHERE score >= {float(min_score)}""")
 
 

@@ -3,6 +3,8 @@ phonenumbers' metadata (checked against phonenumbers' own parser), blocking keys
 
 from __future__ import annotations
 
+import json
+
 import duckdb
 import pytest
 
@@ -58,3 +60,44 @@ def test_swapped_names_share_a_blocking_key_and_score_as_one_person(conn):
     probable.score(conn, "_p", "_f", "_f", probable.prior_bits(0.5, 200), "_s", reasons_from=0)
     score, reasons = conn.execute("SELECT score, reasons::VARCHAR FROM _s WHERE a = 'c1' AND b = 'k1'").fetchall()[0]
     assert score > 0.99 and '"level":"swapped"' in reasons and '"phone","level":"equal"' in reasons
+
+
+def test_colleagues_with_another_name_are_not_one_person_while_a_true_pair_there_still_is(conn):
+    """Same institution, department, title and mail domain, but another first or last name (a particle such as
+    "van" shared is no shared surname; Danielle is not a typo of Daniel) and no phone or email of their own in
+    common: colleagues, scored far below any threshold. The same KOL's own contact under a personal address
+    with the office phone stays a certain match; a namesake there whose address the mail system numbered
+    (a.mielcarek2@) is evidence against, not for."""
+    place = "'Klinikum Osterburg', 'Osterburg', 'DE', 'Oncology', 'Head of Oncology'"
+    conn.execute(f"""CREATE TABLE staff AS SELECT * FROM (VALUES
+      ('k1', 'Adeline Mielcarek', NULL, NULL, 'a.mielcarek@klinikum-osterburg.de', '+49 32 324 4605', {place}),
+      ('c1', NULL, 'Mohaupt', 'Adeline', 'a.mohaupt@klinikum-osterburg.de', '032 970 2551', {place}),
+      ('k2', 'Daniël van Mare', NULL, NULL, 'd.vanmare@klinikum-osterburg.de', '+49 32 543 0002', {place}),
+      ('c2', NULL, 'van Dongen', 'Daniël', 'd.vandongen@klinikum-osterburg.de', '032 849 9290', {place}),
+      ('k3', 'Daniel Baudry', NULL, NULL, 'baudry.daniel@klinikum-osterburg.de', '+49 32 173 1642', {place}),
+      ('c3', NULL, 'Baudry', 'Danielle', 'baudry.danielle@klinikum-osterburg.de', '032 262 1742', {place}),
+      ('c4', NULL, 'Mielcarek', 'Adeline', 'adeline.m77@gmail.com', '032 324 4605', {place}),
+      ('c5', NULL, 'Mielcarek', 'Adeline', 'a.mielcarek2@klinikum-osterburg.de', '032 835 9337', {place}))
+      t(id, full_name, last, first, email, phone, institution, city, country, department, title)
+      UNION ALL SELECT 'x' || i, NULL, 'Last' || i, 'First' || (i % 40), NULL, NULL, 'Clinic ' || i, NULL, 'DE', NULL, NULL
+      FROM range(400) r(i)""")
+    source = ("SELECT id, full_name, first, last, email, phone, institution, city, country, department, title, "
+              "NULL::TIMESTAMPTZ AS last_modified, NULL AS external_id, NULL::INT AS completeness FROM staff")
+    features.build(conn, "_staff", source)
+    probable.frequencies(conn, "_staff")
+    conn.execute("CREATE TABLE _staff_pairs AS SELECT k.rid AS a, c.rid AS b FROM _staff k, _staff c "
+                 "WHERE (k.id, c.id) IN (('k1', 'c1'), ('k2', 'c2'), ('k3', 'c3'), ('k1', 'c4'), ('k1', 'c5'))")
+    probable.score(conn, "_staff_pairs", "_staff", "_staff", probable.prior_bits(0.5, 200), "_staff_scores", reasons_from=0)
+    scores = {(a, b): (score, json.loads(reasons)) for a, b, score, reasons in conn.execute(
+        "SELECT a, b, score, reasons::VARCHAR FROM _staff_scores").fetchall()}
+    for pair in (("k1", "c1"), ("k2", "c2"), ("k3", "c3")):
+        score, reasons = scores[pair]
+        assert score < 0.1, (pair, reasons)
+        assert "(not counted: the names differ)" in reasons[3]["level"]
+    assert scores[("k2", "c2")][1][0]["level"] == "first exact, last differ"
+    assert scores[("k3", "c3")][1][0]["level"] == "first differ, last exact"
+    assert scores[("k1", "c4")][0] > 0.99
+    # a second mailbox of the name at the same institution, numbered by its mail system: another Adeline Mielcarek
+    score, reasons = scores[("k1", "c5")]
+    assert reasons[2]["level"].startswith("numbered") and reasons[2]["bits"] < 0
+    assert score < scores[("k1", "c4")][0]
