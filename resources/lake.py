@@ -231,22 +231,22 @@ class LakeResource(dg.ConfigurableResource):
     def publish(self, staging: Path, org: str | None, resource: str, snapshot_date: str) -> Path:
         """Move a complete staged snapshot into place; an existing snapshot of the date is replaced.
 
-        Readers never see a partial snapshot: the old one is renamed aside, the new one renamed
-        in, the old one deleted (between the two renames the date is briefly absent).
+        Readers never see a partial snapshot, nor a date without one: a new date's folder is renamed in
+        whole; an existing date's one file is renamed over (a reader that opened the old file reads it to
+        the end; one that opens the path afterwards reads the new one).
         """
         final = self.snapshot_dir(org, resource, snapshot_date)
         final.parent.mkdir(parents=True, exist_ok=True)
         # Two runs of the same date may finish together: their renames must not interleave.
         with open(self.root / ".publish.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            retired = None
             if final.exists():
-                retired = staging.parent / f"retired-{org or '_'}.{resource}-{snapshot_date}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-                os.rename(final, retired)
-            os.rename(staging, final)
-            fsync_dir(final.parent)
-        if retired is not None:
-            shutil.rmtree(retired, ignore_errors=True)
+                os.replace(staging / SNAPSHOT_FILE, final / SNAPSHOT_FILE)
+                fsync_dir(final)
+            else:
+                os.rename(staging, final)
+                fsync_dir(final.parent)
+        self.discard(staging)  # emptied, or gone
         return final
 
     def adopt_single_org_layout(self, resources: Iterable[str], org: str) -> list[str]:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from resources.lake import SNAPSHOT_FILE, LakeResource
 from tests.pipeline.sync_support import sync
 from tests.pipeline.test_api_client_support import add_kols
 
@@ -40,3 +45,33 @@ def test_an_analyst_holding_analytics_open_never_breaks_a_sync_and_sees_new_data
     assert report["after_reconnect"] == kols_before + 10  # reconnecting shows the third sync's data
     assert second.failed_checks == [] and third.failed_checks == []
     assert third.asset("warehouse/kols").rows == kols_before + 10
+
+
+def test_a_rerun_of_a_date_replaces_its_snapshot_with_no_moment_when_the_history_view_finds_none(tmp_path, monkeypatch):
+    # The history views glob the lake at query time: a re-run of today must never leave today without a file
+    # (DuckDB: "No files found that match the pattern"), and an analyst mid-read keeps reading the old one.
+    lake, day = LakeResource(data_dir=str(tmp_path)), "2026-11-24"
+
+    def staged(ids: list[str]) -> Path:
+        staging = lake.new_staging_dir("acme", "kols", day)
+        pq.write_table(pa.table({"id": ids}), staging / SNAPSHOT_FILE)
+        return staging
+
+    final = lake.publish(staged(["kol_a"]), "acme", "kols", day)
+    files_after_each_rename: list[int] = []
+
+    def counting(rename):
+        def call(*args, **kwargs):
+            rename(*args, **kwargs)
+            files_after_each_rename.append(len(list(tmp_path.glob(lake.relative_glob("kols")))))
+        return call
+
+    monkeypatch.setattr(os, "rename", counting(os.rename))
+    monkeypatch.setattr(os, "replace", counting(os.replace))
+    with open(final / SNAPSHOT_FILE, "rb") as held:  # an analyst's query mid-read
+        lake.publish(staged(["kol_b", "kol_c"]), "acme", "kols", day)
+        assert pq.read_table(held).column("id").to_pylist() == ["kol_a"]
+
+    assert files_after_each_rename and set(files_after_each_rename) == {1}
+    assert pq.read_table(final / SNAPSHOT_FILE).column("id").to_pylist() == ["kol_b", "kol_c"]
+    assert not list((lake.root / ".staging").iterdir())  # nothing left behind
