@@ -99,7 +99,7 @@ def main() -> None:
                 print(f"run {run + 1}: " + ", ".join(f"{ARMS[arm]} {results[arm][-1]['seconds']:.1f}s" for arm in ARMS),
                       flush=True)
 
-    local, on_s3, iceberg = (results[arm] for arm in ARMS)
+    local = results["local"]
     medians = {arm: statistics.median(r["seconds"] for r in results[arm]) for arm in ARMS}
     figures = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.processes import terminate
 from tests.waiting import wait_until
 
 INSTALL = "apt-get update && apt-get install -y haproxy"
@@ -107,11 +108,6 @@ def running_haproxy(backends: list[int], port: int | None = None) -> Iterator[Lo
         wait_until(serving, timeout=20, interval=0.05, what="haproxy with every receiver UP")
         yield balancer
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process, timeout=10)
         log.close()
         shutil.rmtree(directory, ignore_errors=True)

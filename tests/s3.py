@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from tests.processes import terminate
 from tests.waiting import wait_until
 
 START_ATTEMPTS = 3  # a free port can be taken between choosing it and the server binding it
@@ -102,12 +103,7 @@ def running_s3(server_env: dict[str, str] | None = None) -> Iterator[S3Server]:
         yield server
     finally:
         log.close()
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        terminate(process, timeout=10)
 
 
 def _answers(server: S3Server) -> bool:

@@ -17,6 +17,7 @@ import pytest
 from pipelines.cli.crm_sandbox import Sandbox, start_sandbox
 from pipelines.cli.reconcile import ReconcileError, run_reconciliation
 from tests.crm.support import crm_env, reconcile_against, rows
+from tests.processes import terminate
 
 RATE = 0.25
 
@@ -160,12 +161,7 @@ def test_the_readme_way_crm_sandbox_then_reconcile_from_another_shell(synced, da
         assert "matched" in result.stdout and "Report:" in result.stdout
         assert (data_dir / "reports" / "reconciliation" / "latest.html").is_file()
     finally:
-        sandbox.terminate()
-        try:
-            sandbox.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # SIGTERM is ignored where the test runner's parent ignored it
-            sandbox.kill()
-            sandbox.wait(timeout=30)
+        terminate(sandbox, timeout=10)  # then SIGKILL: SIGTERM is ignored where the test runner's parent ignored it
 
 
 def test_an_invalid_salesforce_setting_is_named_in_one_line(data_dir, monkeypatch):

@@ -140,8 +140,11 @@ def test_three_machines_sharing_only_postgres_and_s3_the_reader_sees_every_night
             kol_ids = sorted(query(a / "data" / "analytics.duckdb", "SELECT id FROM kols WHERE NOT is_archived"))
             titles, archived = change_kols(service, [kol_id for (kol_id,) in kol_ids])
             inbox = Inbox(inbox_url)
-            wait_until(lambda: inbox.counts()["pending"] == 3 * CHANGED, timeout=30, interval=0.1,
-                       what=f"{3 * CHANGED} deliveries stored in the shared inbox")
+            try:
+                wait_until(lambda: inbox.counts()["pending"] == 3 * CHANGED, timeout=30, interval=0.1,
+                           what=f"{3 * CHANGED} deliveries stored in the shared inbox")
+            finally:
+                inbox.close()
         run(b, env_b, str(BIN / "commops"), "events", "apply")
 
         copy = c / "tables.duckdb"
