@@ -25,7 +25,9 @@ from typing import Any, Protocol
 import dagster as dg
 import duckdb
 import pyarrow as pa
+from pydantic import PrivateAttr
 
+from resources.background_writer import BackgroundWriter
 from resources.files import holding_lock, pid_alive
 from resources.orgs import DEFAULT_ORG
 from resources.sql import sql_literal
@@ -349,6 +351,7 @@ class WarehouseResource(dg.ConfigurableResource):
     data_dir: str
     memory_limit: str = "128MB"  # DuckDB spills beyond it: keeps the sync process small
     threads: int = 2
+    _background: BackgroundWriter | None = PrivateAttr(default=None)  # the run's (setup_for_execution)
 
     @property
     def path(self) -> Path:
@@ -364,6 +367,18 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self.remove_abandoned_copies()
+        self._background = BackgroundWriter()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._background is not None:
+            self._background.close()
+
+    @property
+    def background(self) -> BackgroundWriter | None:
+        """The run's background writer: merges handed to it run beside the next list's fetch, one at a
+        time, each in its own `writer()` session (the same lock, memory limit and transaction). None
+        outside a run, where every merge runs in its step."""
+        return self._background
 
     def remove_abandoned_copies(self) -> None:
         """Half-written analytics copies of processes that died (a sync killed while publishing)."""
@@ -415,7 +430,8 @@ class WarehouseResource(dg.ConfigurableResource):
 
         def waiting(holder: str) -> None:
             nonlocal waited_from
-            _info(log, f"Waiting for the warehouse lock {self.lock_path} (held by {holder}): another sync is writing")
+            who = "this run's background writer" if holder == f"pid {os.getpid()}" else "another sync"
+            _info(log, f"Waiting for the warehouse lock {self.lock_path} (held by {holder}): {who} is writing")
             waited_from = time.monotonic()
 
         with holding_lock(Path(self.lock_path), on_wait=waiting):
