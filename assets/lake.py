@@ -26,10 +26,12 @@ from assets.progress import ProgressReporter
 from assets.records import RecordConverter
 from assets.schemas import FETCHED_AT
 from assets.snapshot_date import snapshot_date as run_snapshot_date
+from assets.warehouse import hand_merge_to_background
 from resources.api import CommopsApiResource
 from resources.commops_api import Page
 from resources.lake import LakeResource
 from resources.orgs import DEFAULT_ORG, OrgsResource
+from resources.warehouse import WarehouseResource
 
 
 def _page_batch(page: Page, converter: RecordConverter) -> pa.RecordBatch:
@@ -45,6 +47,12 @@ def _page_batch(page: Page, converter: RecordConverter) -> pa.RecordBatch:
     return page.batch.set_column(index, page.batch.schema.field(index), stamp)
 
 
+def _blocking_checks_passed(spec: ResourceSpec, key: dg.AssetKey, results: list[dg.AssetCheckResult]) -> bool:
+    """Whether the table may be merged: a failed blocking check stops the steps downstream, merges included."""
+    blocking = {c.name for c in checks.snapshot_check_specs(spec, key) if c.blocking}
+    return all(r.passed for r in results if r.check_name in blocking)
+
+
 def snapshot(
     context: dg.AssetExecutionContext,
     spec: ResourceSpec,
@@ -52,8 +60,10 @@ def snapshot(
     orgs: OrgsResource,
     lake: LakeResource,
     progress: ProgressReporter,
+    warehouse: WarehouseResource | None = None,
 ) -> dg.MaterializeResult:
-    """Page every list of `spec` for the run's organization into a staged snapshot, check it, publish it."""
+    """Page every list of `spec` for the run's organization into a staged snapshot, check it, publish it;
+    then hand its table's merge to the warehouse's background writer (when this run merges it next)."""
     snapshot_date = run_snapshot_date(context)
     org = partition_org(context)
     lake.adopt_single_org_layout([spec.name], DEFAULT_ORG)  # a data directory from before organizations
@@ -78,6 +88,9 @@ def snapshot(
         rows = staged.finish(drop=listing.drop_ids, repeated_ids=bool(report.moved))
         check_results = checks.run_snapshot_checks(staged.conn, spec, staged.relation, report)
         preview = markdown_preview(staged.conn, staged.relation, [f.name for f in spec.schema][:4])
+    handed = False
+    if warehouse is not None and _blocking_checks_passed(spec, context.asset_key, check_results):
+        handed = hand_merge_to_background(context, spec, lake, warehouse)
     unreadable = sum((c.unreadable for c in converters.values()), Counter())
     stats = client.stats - before
     context.log.info(f"{org} {spec.name}: {rows} rows -> {staged.published} ({stats.requests} requests)")
@@ -97,6 +110,7 @@ def snapshot(
             "unreadable_values": dg.MetadataValue.json(dict(unreadable.most_common())),
             **request_metadata(stats),
             "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
+            "merge_handed_to_background": handed,
             "path": dg.MetadataValue.path(str(staged.published)),
             "preview": dg.MetadataValue.md(preview),
         },
@@ -104,11 +118,21 @@ def snapshot(
     )
 
 
+# The order the in-process executor fetches the lists in (Dagster step priority, highest first; the
+# table steps, priority 0, come after every fetch). Each table's merge runs in the background while the
+# next list is fetched, so the small lists come first (their merges hide behind the signals' fetch; products
+# before campaigns, whose merge checks references to today's products), the signals' merge (the biggest)
+# hides behind the KOLs' fetch, and only the KOLs' merge is left to wait for.
+FETCH_ORDER = ("products", "campaigns", "signals", "kols")
+
+
 def build_snapshot_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
     key = dg.AssetKey(["lake", spec.name])
+    priority = len(FETCH_ORDER) - FETCH_ORDER.index(spec.name)
 
     @dg.asset(
         key=key,
+        op_tags={"dagster/priority": str(priority)},
         partitions_def=ORGS,
         group_name="lake",
         kinds={"parquet"},
@@ -127,8 +151,9 @@ def build_snapshot_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
         orgs: OrgsResource,
         lake: LakeResource,
         progress: dg.ResourceParam[ProgressReporter],
+        warehouse: WarehouseResource,
     ) -> dg.MaterializeResult:
-        return snapshot(context, spec, api, orgs, lake, progress)
+        return snapshot(context, spec, api, orgs, lake, progress, warehouse)
 
     return _snapshot
 

@@ -6,7 +6,10 @@ comments on every table and column. The writing itself is WarehouseResource's; p
 analysts' copy is the `analytics` asset's (assets/analytics.py), once per run.
 """
 
+import functools
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 import pyarrow.parquet as pq
@@ -22,15 +25,26 @@ from resources.sql import read_parquet, sql_literal
 from resources.warehouse import WarehouseResource
 
 
-def load(
-    context: dg.AssetExecutionContext, spec: ResourceSpec, lake: LakeResource, warehouse: WarehouseResource
-) -> dg.MaterializeResult:
-    snapshot_date = run_snapshot_date(context)
-    org = partition_org(context)
-    lake.adopt_single_org_layout([spec.name], DEFAULT_ORG)  # a data directory from before organizations
+@dataclass(frozen=True)
+class Merged:
+    """What one merge of a snapshot into its table did, for the table's materialization."""
+
+    snapshot_rows: int
+    written: int
+    rows: int
+    children: dict[str, int]
+    preview: str
+    check_results: list[dg.AssetCheckResult]
+    seconds: float
+
+
+def merge_snapshot(
+    spec: ResourceSpec, org: str, snapshot_date: str, lake: LakeResource, warehouse: WarehouseResource, log: Any = None
+) -> Merged:
+    """Merge the published snapshot of `spec` for `org` and `snapshot_date` into its table, then check the table."""
     started = time.monotonic()
     # A lake on object storage: the committed file, downloaded for the block (docs/spec-decisions.md, #lake-on-s3).
-    with lake.local_snapshot(org, spec.name, snapshot_date) as path, warehouse.writer(context.log) as session:
+    with lake.local_snapshot(org, spec.name, snapshot_date) as path, warehouse.writer(log) as session:
         snapshot = read_parquet(path)
         snapshot_rows = pq.ParquetFile(path).metadata.num_rows
         session.ensure_table(spec)
@@ -42,27 +56,79 @@ def load(
         children = {f"rows_{child.name}": session.count(child.name, org) for child in spec.children}
         preview = markdown_preview(session.conn, f"(SELECT * FROM {spec.table} WHERE org = {sql_literal(org)})",
                                    [f.name for f in spec.schema][:4])
-    context.log.info(f"warehouse {spec.table}: {written} rows of {org} written, {org} has {rows} rows")
+    return Merged(snapshot_rows, written, rows, children, preview, check_results, time.monotonic() - started)
+
+
+def hand_merge_to_background(
+    context: dg.AssetExecutionContext, spec: ResourceSpec, lake: LakeResource, warehouse: WarehouseResource
+) -> bool:
+    """Called by the snapshot asset once its snapshot is published and its blocking checks passed: hand the
+    table's merge to the run's background writer, so it runs while the next list is fetched. Only when the
+    table's step runs later in this run (it takes the result), and after the merges of the tables it reads
+    (the writer keeps the order merges are handed in); otherwise the table's step merges, as Dagster orders it."""
+    background = warehouse.background
+    if background is None or not _step_follows_in_run(context, table_key(spec.name)):
+        return False
+    org, snapshot_date = partition_org(context), run_snapshot_date(context)
+    for read in _tables_read(spec):
+        if _step_follows_in_run(context, read) and not background.handed((read.path[-1], org, snapshot_date)):
+            return False
+    background.hand((spec.name, org, snapshot_date),
+                    functools.partial(merge_snapshot, spec, org, snapshot_date, lake, warehouse))
+    return True
+
+
+def load(
+    context: dg.AssetExecutionContext, spec: ResourceSpec, lake: LakeResource, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    snapshot_date = run_snapshot_date(context)
+    org = partition_org(context)
+    lake.adopt_single_org_layout([spec.name], DEFAULT_ORG)  # a data directory from before organizations
+    handed = warehouse.background.take((spec.name, org, snapshot_date)) if warehouse.background else None
+    if handed is not None:
+        merged = handed.result()  # the merge's error, raised again here, fails this step
+    else:
+        merged = merge_snapshot(spec, org, snapshot_date, lake, warehouse, context.log)
+    context.log.info(f"warehouse {spec.table}: {merged.written} rows of {org} written, {org} has {merged.rows} rows")
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": rows,
-            "rows_written": written,
-            "rows_kept_newer_in_table": snapshot_rows - written,
-            **children,
-            "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
+            "dagster/row_count": merged.rows,
+            "rows_written": merged.written,
+            "rows_kept_newer_in_table": merged.snapshot_rows - merged.written,
+            **merged.children,
+            "duration_seconds": dg.MetadataValue.float(round(merged.seconds, 3)),
+            "merged_beside_fetch": handed is not None,
             "table": spec.table,
             "warehouse": dg.MetadataValue.path(str(warehouse.path)),
-            "preview": dg.MetadataValue.md(preview),
+            "preview": dg.MetadataValue.md(merged.preview),
         },
-        check_results=check_results,
+        check_results=merged.check_results,
     )
 
 
+def table_key(name: str) -> dg.AssetKey:
+    return dg.AssetKey(["warehouse", name])
+
+
+def _tables_read(spec: ResourceSpec) -> list[dg.AssetKey]:
+    """The tables whose merge must come first (the reference check reads today's products)."""
+    return [table_key("products")] if spec.product_refs else []
+
+
+def _step_follows_in_run(context: dg.AssetExecutionContext, key: dg.AssetKey) -> bool:
+    """Whether the step materializing `key` is one this run executes (a subset or a re-execution may leave it out)."""
+    layer = context.job_def.asset_layer
+    if key not in layer.selected_asset_keys:
+        return False
+    if context.run.asset_selection and key not in context.run.asset_selection:  # empty: the whole job
+        return False
+    step_keys = context.run.step_keys_to_execute
+    return step_keys is None or str(layer.get_op_output_handle(key).node_handle) in step_keys
+
+
 def build_table_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
-    key = dg.AssetKey(["warehouse", spec.name])
-    deps = [dg.AssetKey(["lake", spec.name])]
-    if spec.product_refs:
-        deps.append(dg.AssetKey(["warehouse", "products"]))  # so the reference check sees today's products
+    key = table_key(spec.name)
+    deps = [dg.AssetKey(["lake", spec.name]), *_tables_read(spec)]  # so the reference check sees today's products
 
     @dg.asset(
         key=key,
