@@ -67,7 +67,9 @@ def hand_merge_to_background(
     table's step runs later in this run (it takes the result), and after the merges of the tables it reads
     (the writer keeps the order merges are handed in); otherwise the table's step merges, as Dagster orders it."""
     background = warehouse.background
-    if background is None or not _step_follows_in_run(context, table_key(spec.name)):
+    if background is None or not _steps_share_this_process(context):
+        return False
+    if not _step_follows_in_run(context, table_key(spec.name)):
         return False
     org, snapshot_date = partition_org(context), run_snapshot_date(context)
     for read in _tables_read(spec):
@@ -113,6 +115,12 @@ def table_key(name: str) -> dg.AssetKey:
 def _tables_read(spec: ResourceSpec) -> list[dg.AssetKey]:
     """The tables whose merge must come first (the reference check reads today's products)."""
     return [table_key("products")] if spec.product_refs else []
+
+
+def _steps_share_this_process(context: dg.AssetExecutionContext) -> bool:
+    """Whether the run's steps run in this process, one after the other (the nightly job's executor, and
+    `execute_in_process`/`materialize`'s): with a process per step, the table step would never see the merge."""
+    return context.job_def.executor_def.name in ("in_process", "execute_in_process_executor")
 
 
 def _step_follows_in_run(context: dg.AssetExecutionContext, key: dg.AssetKey) -> bool:
