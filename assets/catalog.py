@@ -179,6 +179,13 @@ SIGNALS = ResourceSpec(
 CATALOG: tuple[ResourceSpec, ...] = (KOLS, CAMPAIGNS, PRODUCTS, SIGNALS)
 BY_NAME = {spec.name: spec for spec in CATALOG}
 
+# The order a run fetches the lists in (lists not named here come after). Each table's merge runs in the
+# background while the next list is fetched (assets/warehouse.py), so the small lists come first (their
+# merges hide behind the signals' fetch; products before campaigns, whose merge checks references to
+# today's products), the signals' merge (the biggest) hides behind the KOLs' fetch, and only the KOLs'
+# merge is left to wait for.
+FETCH_ORDER = (PRODUCTS.name, CAMPAIGNS.name, SIGNALS.name, KOLS.name)
+
 # Not a list resource: the KOL detail (GET /v1/kols/{id}) enrichment table, merged the same way.
 KOL_DETAILS = ResourceSpec(
     name="kol_details",

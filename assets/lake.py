@@ -19,7 +19,7 @@ import dagster as dg
 import pyarrow as pa
 
 from assets import checks
-from assets.catalog import CATALOG, ResourceSpec
+from assets.catalog import CATALOG, FETCH_ORDER, ResourceSpec
 from assets.partitions import ORGS, partition_org
 from assets.metadata import catalog_reference, column_schema, listing_metadata, markdown_preview, request_metadata
 from assets.progress import ProgressReporter
@@ -60,7 +60,7 @@ def snapshot(
     orgs: OrgsResource,
     lake: LakeResource,
     progress: ProgressReporter,
-    warehouse: WarehouseResource | None = None,
+    warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
     """Page every list of `spec` for the run's organization into a staged snapshot, check it, publish it;
     then hand its table's merge to the warehouse's background writer (when this run merges it next)."""
@@ -89,7 +89,7 @@ def snapshot(
         check_results = checks.run_snapshot_checks(staged.conn, spec, staged.relation, report)
         preview = markdown_preview(staged.conn, staged.relation, [f.name for f in spec.schema][:4])
     handed = False
-    if warehouse is not None and _blocking_checks_passed(spec, context.asset_key, check_results):
+    if _blocking_checks_passed(spec, context.asset_key, check_results):
         handed = hand_merge_to_background(context, spec, lake, warehouse)
     unreadable = sum((c.unreadable for c in converters.values()), Counter())
     stats = client.stats - before
@@ -118,17 +118,10 @@ def snapshot(
     )
 
 
-# The order the in-process executor fetches the lists in (Dagster step priority, highest first; the
-# table steps, priority 0, come after every fetch). Each table's merge runs in the background while the
-# next list is fetched, so the small lists come first (their merges hide behind the signals' fetch; products
-# before campaigns, whose merge checks references to today's products), the signals' merge (the biggest)
-# hides behind the KOLs' fetch, and only the KOLs' merge is left to wait for.
-FETCH_ORDER = ("products", "campaigns", "signals", "kols")
-
-
 def build_snapshot_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
     key = dg.AssetKey(["lake", spec.name])
-    priority = len(FETCH_ORDER) - FETCH_ORDER.index(spec.name)
+    # Dagster step priority, highest first; the table steps (priority 0) come after every fetch.
+    priority = len(FETCH_ORDER) - FETCH_ORDER.index(spec.name) if spec.name in FETCH_ORDER else 0
 
     @dg.asset(
         key=key,
