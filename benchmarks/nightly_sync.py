@@ -1,6 +1,6 @@
 """Benchmark: the full nightly sync beside a bare concurrent page-fetch loop, same server, same run.
 
-    .venv/bin/python benchmarks/nightly_sync.py [--runs 3] [--scale 1.0] [--enrich 5000]
+    .venv/bin/python benchmarks/nightly_sync.py [--runs 3] [--scale 1.0] [--enrich 5000] [--seed-cache DIR]
 
 Seeds 100,000 KOLs, 5,000 campaigns, 500 products and 100,000 signals (times --scale) into a
 fresh service database, serves it without rate limits in its own process, warms it with one
@@ -10,7 +10,9 @@ and sort order, every page of the four lists fetched and dropped) and (b) the co
 child's own. Prints medians, the ratio sync / bare (aim <= 1.15) and the sync's peak RSS
 (aim < 500 MB). Dagster's fixed cost per run (the same sync child against a service holding one row per
 list: instance, plan, events, checks, the analytics publish) is measured in the same alternation and
-reported apart, with the ratio of what the data costs: (sync - fixed) / bare. Then one KOL detail enrichment run of
+reported apart, with the ratio of what the data costs: (sync - fixed) / bare. With --seed-cache, the seeded
+service database is kept in DIR per scale and copied from there on the next invocation (seeding 1M KOLs
+takes minutes; the seed is reproducible, so the copy is the same data). Then one KOL detail enrichment run of
 --enrich details is measured separately (details per second), since enriching 100k KOLs at
 once would dominate a first sync.
 """
@@ -21,6 +23,8 @@ import argparse
 import json
 import math
 import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -90,24 +94,50 @@ def _catalog_walks() -> str:
     return json.dumps([(s.path, {**walk, "sort": s.sort}) for s in CATALOG for walk in s.walks])
 
 
-def _child(code: str, *args: str) -> dict:
+def _child(code: str, *args: str, server_pid: int | None = None) -> dict:
+    """Run `code` in a child process; its JSON line, with the CPU seconds it used (`cpu_seconds`) and, given
+    the server's pid, the CPU seconds the server used meanwhile (`server_cpu_seconds`)."""
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+    children_before, server_before = _children_cpu(), _process_cpu(server_pid)
     out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["cpu_seconds"] = _children_cpu() - children_before
+    if server_pid is not None:
+        result["server_cpu_seconds"] = _process_cpu(server_pid) - server_before
+    return result
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _process_cpu(pid: int | None) -> float:
+    """User and system CPU seconds of a running process (Linux /proc), 0 without a pid."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def serving_process(db_path: Path) -> Iterator[tuple[str, int]]:
+    """The service on `db_path` in a child process (rate limits off); yields its base URL and pid."""
+    server = subprocess.Popen([sys.executable, "-c", SERVE, str(db_path)], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        yield server.stdout.readline().strip(), server.pid
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
 
 
 @contextmanager
 def serving(db_path: Path) -> Iterator[str]:
-    """The service on `db_path` in a child process (rate limits off); yields its base URL."""
-    server = subprocess.Popen([sys.executable, "-c", SERVE, str(db_path)], cwd=ROOT, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        yield server.stdout.readline().strip()
-    finally:
-        server.stdin.close()
-        server.wait(timeout=60)
+    with serving_process(db_path) as (base_url, _):
+        yield base_url
 
 
 @contextmanager
@@ -120,9 +150,20 @@ def tiny_service(directory: Path) -> Iterator[tuple[str, str]]:
         yield base_url, key
 
 
-def seed_service(directory: Path, scale: float) -> tuple[Path, str]:
+def seed_service(directory: Path, scale: float, cache: Path | None = None) -> tuple[Path, str]:
     sys.path.insert(0, str(ROOT))
     from service.local import create_local_service
+
+    if cache is not None:
+        cached = cache / f"scale-{scale:g}"
+        if not (cached / "key").exists():
+            cached.mkdir(parents=True, exist_ok=True)
+            _, key = seed_service(cached, scale)
+            (cached / "key").write_text(key)
+        for file in cached.glob("service.db*"):  # with any write-ahead log
+            shutil.copy(file, directory / file.name)
+        print(f"seeded service copied from {cached}", flush=True)
+        return directory / "service.db", (cached / "key").read_text()
 
     counts = {name: max(1, int(n * scale)) for name, n in
               (("kols", 100_000), ("campaigns", 5_000), ("products", 500), ("signals", 100_000))}
@@ -137,21 +178,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--seed-cache", type=Path, help="keep the seeded service here per scale, and reuse it")
     parser.add_argument("--enrich", type=int, default=5_000, help="KOL details in the separate enrichment run (0: skip)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="commops-bench-") as tmp:
         tmp_path = Path(tmp)
-        db_path, key = seed_service(tmp_path, args.scale)
-        with serving(db_path) as base_url:
+        db_path, key = seed_service(tmp_path, args.scale, args.seed_cache)
+        with serving_process(db_path) as (base_url, server_pid):
             walks = _catalog_walks()
             _child(BARE, base_url, key, str(CONCURRENCY), walks)  # warm-up: the service's caches, not measured
             bare, syncs, fixed = [], [], []
             with tiny_service(tmp_path) as (tiny_url, tiny_key):
                 for run in range(args.runs):
-                    bare.append(_child(BARE, base_url, key, str(CONCURRENCY), walks))
+                    bare.append(_child(BARE, base_url, key, str(CONCURRENCY), walks, server_pid=server_pid))
                     data_dir = tmp_path / f"data-{run}"
-                    syncs.append(_child(SYNC, base_url, key, str(data_dir), "0", str(CONCURRENCY)))
+                    syncs.append(_child(SYNC, base_url, key, str(data_dir), "0", str(CONCURRENCY), server_pid=server_pid))
                     fixed.append(_child(SYNC, tiny_url, tiny_key, str(tmp_path / f"fixed-{run}"), "0", str(CONCURRENCY)))
                     print(f"run {run + 1}: bare {bare[-1]['seconds']:.1f}s ({bare[-1]['pages']} pages), "
                           f"sync {syncs[-1]['seconds']:.1f}s, sync peak RSS {syncs[-1]['peak_rss_mb']:.0f} MB, "
@@ -172,6 +214,10 @@ def main() -> None:
     print(f"sync peak RSS         median {rss:.0f} MB  (aim < 500 MB)")
     print(f"Dagster fixed cost    median {fixed_s:.2f}s per run (one row per list)")
     print(f"ratio (sync - fixed) / bare  {(sync_s - fixed_s) / bare_s:.2f}")
+    for name, runs in (("bare loop", bare), ("sync", syncs), ("fixed cost", fixed)):
+        client = statistics.median(r["cpu_seconds"] for r in runs)
+        server = statistics.median(r.get("server_cpu_seconds", math.nan) for r in runs)
+        print(f"CPU {name:11} median client {client:.2f}s, server {server:.2f}s (2 cores: wall >= sum / 2)")
     last = syncs[-1]["assets"]
     for name in sorted(last):
         a = last[name]
