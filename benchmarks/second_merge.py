@@ -1,6 +1,6 @@
 """Benchmark: what the warehouse merge of a second nightly run costs against the first night's (issue 22).
 
-    .venv/bin/python benchmarks/second_merge.py [--kols 100000] [--changed 0.01] [--runs 3]
+    .venv/bin/python benchmarks/second_merge.py [--kols 100000] [--changed 0.01] [--runs 3] [--seed-cache DIR]
 
 Seeds the service, runs one full sync (`run_sync`, KOL details off) into a fresh data directory, then
 per table, on fresh copies, alternating, `--runs` times:
@@ -130,6 +130,7 @@ def main() -> None:
     parser.add_argument("--kols", type=int, default=100_000)
     parser.add_argument("--changed", type=float, default=0.01, help="fraction of each table's rows changed")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seed-cache", type=Path, help="keep the seeded service here per scale, and reuse it")
     args = parser.parse_args()
 
     from assets.catalog import CATALOG
@@ -137,7 +138,7 @@ def main() -> None:
     figures = {}
     with tempfile.TemporaryDirectory(prefix="commops-merge-bench-") as tmp:
         tmp_path = Path(tmp)
-        db_path, key = seed_service(tmp_path, args.kols / 100_000)
+        db_path, key = seed_service(tmp_path, args.kols / 100_000, args.seed_cache)
         with serving(db_path) as base_url:
             _child(SYNC, base_url, key, str(tmp_path / "data"), "0", str(CONCURRENCY))
         data = tmp_path / "data"
