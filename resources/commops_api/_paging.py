@@ -50,6 +50,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from commops_spec.timestamps import UnreadableTimestamp, parse_timestamp
 
@@ -89,6 +90,21 @@ class Page:
         if self.batch is not None:
             return self.batch.column("id").to_pylist()
         return [item.get("id") if isinstance(item, dict) else None for item in self.items]
+
+    def decoded_sort_keys(self, field: str, ids: list[str]) -> tuple[bool, _Key | None, _Key | None] | None:
+        """For a decoded page whose `field` is a timestamp column without nulls: whether its (value, id)
+        keys are in ascending order, and its first and last key, computed in Arrow (no datetime per row).
+        None for any other page (the caller reads `sort_values`)."""
+        if self.batch is None or not self.size:
+            return None
+        column = self.batch.column(field) if field in self.batch.schema.names else None
+        if column is None or not pa.types.is_timestamp(column.type) or column.null_count:
+            return None
+        key_ids = self.batch.column("id")
+        earlier, later = column.slice(0, self.size - 1), column.slice(1)
+        back = pc.or_(pc.less(later, earlier),
+                      pc.and_(pc.equal(later, earlier), pc.less(key_ids.slice(1), key_ids.slice(0, self.size - 1))))
+        return (not pc.any(back).as_py(), (column[0].as_py(), ids[0]), (column[-1].as_py(), ids[-1]))
 
     def sort_values(self, field: str) -> list[Any]:
         """The items' values of `field`: datetimes in a decoded batch, as sent otherwise."""
@@ -385,24 +401,30 @@ class ListWalk:
         """Add the page's key range, once its items are seen to honour the sort."""
         if not self.sorted_pages:
             return
-        keys = []
-        for value, item_id in zip(page.sort_values(self.sort), ids):
-            try:
-                moment = value if isinstance(value, datetime) else parse_timestamp(value)
-            except UnreadableTimestamp:
-                self.sorted_pages = False
-                return
-            keys.append((moment, item_id))
-        if any(later < earlier for earlier, later in zip(keys, keys[1:])):
+        decoded = page.decoded_sort_keys(self.sort, ids)
+        if decoded is not None:
+            ascending, first, last = decoded
+        else:
+            keys = []
+            for value, item_id in zip(page.sort_values(self.sort), ids):
+                try:
+                    moment = value if isinstance(value, datetime) else parse_timestamp(value)
+                except UnreadableTimestamp:
+                    self.sorted_pages = False
+                    return
+                keys.append((moment, item_id))
+            ascending = not any(later < earlier for earlier, later in zip(keys, keys[1:]))
+            first, last = (keys[0], keys[-1]) if keys else (None, None)
+        if not ascending:
             self.sorted_pages = False
             return
-        if not keys:
+        if first is None:
             if page.offset == 0:
                 self.coverage.add(None, None)  # the list was empty at that moment
             return
-        self.coverage.add(None if page.offset == 0 else keys[0], None if page.holds_the_end else keys[-1])
-        self.coverage.positions[keys[0]] = page.offset
-        self.coverage.positions[keys[-1]] = page.offset + len(keys) - 1
+        self.coverage.add(None if page.offset == 0 else first, None if page.holds_the_end else last)
+        self.coverage.positions[first] = page.offset
+        self.coverage.positions[last] = page.offset + len(ids) - 1
 
 
 def _probe_request(position: int) -> tuple[int, int]:

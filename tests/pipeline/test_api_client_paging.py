@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import pytest
+
+from resources.commops_api._paging import Page
 
 from .test_api_client_support import (
     ACTIVE,
@@ -171,3 +175,21 @@ def test_get_many_fetches_detail_objects_concurrently(make_service):
         assert client.stats.requests == 31
     assert set(details) == {f"/kols/{i}" for i in ids}
     assert all({"contact", "metrics", "events", "campaigns"} <= d.keys() for d in details.values())
+
+
+def test_a_decoded_page_is_judged_sorted_or_not_exactly_as_its_items_read_one_by_one():
+    """The listing proves a list by the key ranges of sorted pages; a decoded page's keys are read in
+    Arrow, and must give the verdict and the range the row-by-row reading gives, ties broken by id."""
+    rng = random.Random(7)
+    moments = [datetime(2026, 1, 1, tzinfo=UTC).replace(minute=m) for m in range(4)]  # few: many ties
+    for _ in range(300):
+        rows = sorted((rng.choice(moments), f"id-{rng.randrange(50):02d}") for _ in range(rng.randrange(1, 8)))
+        if rng.random() < 0.5:
+            rng.shuffle(rows)
+        batch = pa.RecordBatch.from_pydict({"id": [i for _, i in rows], "updated_at": [m for m, _ in rows]},
+                                           schema=pa.schema([("id", pa.string()), ("updated_at", pa.timestamp("us", "UTC"))]))
+        page = Page.from_decoded(1, batch, {"total": len(rows)}, "/kols")
+        ascending, first, last = page.decoded_sort_keys("updated_at", page.ids())
+        keys = list(zip(page.sort_values("updated_at"), page.ids()))
+        assert ascending == all(a <= b for a, b in zip(keys, keys[1:])), keys
+        assert (first, last) == (keys[0], keys[-1])
