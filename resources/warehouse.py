@@ -113,19 +113,27 @@ class WarehouseSession:
         self.conn = conn
 
     def ensure_table(self, spec: TableSpec) -> None:
-        """Create the current-state table (and its children) from the Arrow schema, keyed by (org, key);
-        add new columns. A table from before organizations is rebuilt once, its rows the organization
-        `default`'s (nothing is dropped)."""
+        """Create the current-state table (and its children) from the Arrow schema; add new columns. A
+        table from before organizations is rebuilt once, its rows the organization `default`'s, and one
+        made with a primary key is rebuilt once without it (nothing is dropped either way).
+
+        One row per (org, key) is the write path's to keep (`merge`, under the writer lock) and the
+        `ids_unique_and_prefixed` check's to prove, not a primary key's: DuckDB's primary key is an
+        ART index that must fit in memory, and at a million rows it does not within `memory_limit`
+        (docs/spec-decisions.md, #no-primary-key)."""
         wanted = {ORG_COLUMN: "VARCHAR"} | {f.name: column_type(f) for f in spec.schema}
         wanted.update({name: type_ for name, type_, _ in LOAD_COLUMNS})
         wanted[DIGEST_COLUMN] = "UBIGINT"
         existing = self._columns(spec.table)
         if existing and ORG_COLUMN not in existing:
-            self._adopt_single_org(spec.table, f"{ORG_COLUMN}, {spec.key}")
+            self._adopt_single_org(spec.table)
             existing = self._columns(spec.table)
+        elif existing and self._has_primary_key(spec.table):
+            self._rebuild(spec.table, existing, "*")
+            _logger.info(f"warehouse: {spec.table} rebuilt without its primary key (an index that must fit in memory)")
         if not existing:
             columns = ", ".join(f'"{name}" {type_}' for name, type_ in wanted.items())
-            self.conn.execute(f"CREATE TABLE {spec.table} ({columns}, PRIMARY KEY ({ORG_COLUMN}, {spec.key}))")
+            self.conn.execute(f"CREATE TABLE {spec.table} ({columns})")
         else:
             for name, type_ in wanted.items():
                 if name not in existing:
@@ -139,7 +147,7 @@ class WarehouseSession:
             wanted_child += [(name, type_) for name, type_, _ in LOAD_COLUMNS]
             existing = self._columns(child.name)
             if existing and ORG_COLUMN not in existing:
-                self._adopt_single_org(child.name, None)
+                self._adopt_single_org(child.name)
                 existing = self._columns(child.name)
             if not existing:
                 self.conn.execute(f"CREATE TABLE {child.name} ({', '.join(f'{n} {t}' for n, t in wanted_child)})")
@@ -148,24 +156,31 @@ class WarehouseSession:
                     self.conn.execute(f'ALTER TABLE {child.name} ADD COLUMN "{name}" {type_}')
         self._comment(spec)
 
-    def _adopt_single_org(self, table: str, primary_key: str | None) -> None:
-        """Rebuild a table of a single-organization warehouse with `org` first (the organization
-        `default`) and, when given, the primary key (org, key), in one transaction."""
+    def _adopt_single_org(self, table: str) -> None:
+        """Rebuild a table of a single-organization warehouse with `org` first (the organization `default`)."""
         columns = self._columns(table)
-        definitions = ", ".join([f"{ORG_COLUMN} VARCHAR"] + [f'"{name}" {type_}' for name, type_ in columns.items()])
-        key = f", PRIMARY KEY ({primary_key})" if primary_key else ""
         quoted = ", ".join(f'"{name}"' for name in columns)
+        self._rebuild(table, {ORG_COLUMN: "VARCHAR", **columns}, f"{sql_literal(DEFAULT_ORG)}, {quoted}")
+        _logger.info(f"warehouse: {table} now carries {ORG_COLUMN}; its rows are organization {DEFAULT_ORG}'s")
+
+    def _rebuild(self, table: str, columns: dict[str, str], select: str) -> None:
+        """Replace `table` with a table of `columns` (name: type, no constraints) holding `select` of its
+        rows, in one transaction."""
+        definitions = ", ".join(f'"{name}" {type_}' for name, type_ in columns.items())
         self.conn.execute("BEGIN TRANSACTION")
         try:
-            self.conn.execute(f"CREATE TABLE _adopting ({definitions}{key})")
-            self.conn.execute(f"INSERT INTO _adopting SELECT {sql_literal(DEFAULT_ORG)}, {quoted} FROM {table}")
+            self.conn.execute(f"CREATE TABLE _rebuilding ({definitions})")
+            self.conn.execute(f"INSERT INTO _rebuilding SELECT {select} FROM {table}")
             self.conn.execute(f"DROP TABLE {table}")
-            self.conn.execute(f"ALTER TABLE _adopting RENAME TO {table}")
+            self.conn.execute(f"ALTER TABLE _rebuilding RENAME TO {table}")
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
-        _logger.info(f"warehouse: {table} now carries {ORG_COLUMN}; its rows are organization {DEFAULT_ORG}'s")
+
+    def _has_primary_key(self, table: str) -> bool:
+        return bool(self.conn.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = ? "
+                                      "AND constraint_type = 'PRIMARY KEY'", [table]).fetchall()[0][0])
 
     def merge(self, spec: TableSpec, source_relation: str, *, org: str, snapshot_date: str | None = None) -> int:
         """Merge organization `org`'s rows from `source_relation` (any SQL table expression with the

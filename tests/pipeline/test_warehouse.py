@@ -311,3 +311,27 @@ def test_a_second_night_rewrites_only_changed_rows_and_leaves_the_tables_the_old
     assert results["new"] == results["old"]
     assert "Stale name" not in {row[2] for row in results["new"]}  # (org, id, full_name, ...): the newer row won
     assert len({row[1] for row in results["new"]}) == 301
+
+
+def test_a_table_made_with_a_primary_key_is_rebuilt_without_it_keeping_its_rows_and_one_row_per_id():
+    """A primary key is an index DuckDB must hold in memory: a warehouse made with one (before 1M-row
+    tables) is rebuilt without it on the next write, its rows and comments kept, and merges still
+    leave one row per id."""
+    conn = duckdb.connect()
+    session = WarehouseSession(conn)
+    session.ensure_table(PRODUCTS)
+    _merge(conn, [_product("prod_a", "2026-05-01T00:00:00Z", "A", {"US": {"status": "approved"}})])
+    columns = conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'products'").fetchall()
+    conn.execute("DROP TABLE products")  # the table as ensure_table made it before: (org, id) its primary key
+    conn.execute(f"CREATE TABLE products ({', '.join(f'{n} {t}' for n, t in columns)}, PRIMARY KEY (org, id))")
+    conn.execute("INSERT INTO products (org, id, name, _fetched_at) VALUES ('default', 'prod_old', 'Old', TIMESTAMPTZ '2026-05-01 00:00:00+00')")
+
+    session.ensure_table(PRODUCTS)
+    assert conn.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'products' "
+                        "AND constraint_type = 'PRIMARY KEY'").fetchall() == [(0,)]
+    assert conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'products'").fetchall() == columns
+    assert conn.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'products'").fetchall()[0][0]
+    _merge(conn, [_product("prod_old", "2026-05-02T00:00:00Z", "Old, renamed", {}),
+                  _product("prod_b", "2026-05-02T00:00:00Z", "B", {})])
+    assert conn.execute("SELECT id, name FROM products ORDER BY id").fetchall() == [
+        ("prod_b", "B"), ("prod_old", "Old, renamed")]
