@@ -365,7 +365,9 @@ class WarehouseResource(dg.ConfigurableResource):
 
     data_dir: str
     memory_limit: str = "128MB"  # DuckDB spills beyond it: keeps the sync process small
-    threads: int = 2
+    # One: merges run beside the fetch and leave it the other core, and an insert keeps a row group per
+    # thread in memory (with two, 1M signals ran out of the 128 MB limit; one took as long as two).
+    threads: int = 1
     _background: BackgroundWriter | None = PrivateAttr(default=None)  # the run's (setup_for_execution)
 
     @property
