@@ -1,8 +1,9 @@
-"""Every benchmark in one run, our sync side by side with dlt, and the page that shows them.
+"""Every benchmark in one run, our sync side by side with dlt and PyAirbyte, and the page that shows them.
 
     .venv/bin/pip install -q -e '.[dev,bench]'                # dlt and matplotlib: the `bench` extra
+                                                               # (PyAirbyte: its own venv, made on first use)
     .venv/bin/python -m benchmarks --quick                     # smoke run: 10,000 KOLs, 2 runs (development)
-    .venv/bin/python -m benchmarks --kols 100000 --runs 5 --sizes 10000,100000,300000 --size-timeout 900  # full run
+    .venv/bin/python -m benchmarks --kols 100000 --runs 5 --sizes 10000,100000,1000000 --size-timeout 1800  # full run
     .venv/bin/python -m benchmarks --quick --only compare,hostile   # selected benchmarks only
     .venv/bin/python -m benchmarks --merge --only hostile ...   # measure one part again, keep the others' figures
     .venv/bin/python -m benchmarks --render                     # the page and chart again from docs/benchmarks.json
@@ -11,13 +12,16 @@ Seeds the local service at --kols KOLs (campaigns, products, signals and events 
 nightly_sync.py: 5% / 0.5% / 100% / 2% of the KOLs), serves it in a child process that counts every
 request it receives (benchmarks/counting.py), then runs the benchmarks chosen with --only:
 
-  compare     our full sync (`run_sync`, KOL details off), dlt's rest_api pipeline
-              (benchmarks/peer_dlt.py) once per loader file format of --dlt-format (default: dlt's
-              own default for DuckDB, insert_values, and parquet, which dlt's DuckDB page suggests)
-              and the bare concurrent fetch loop of nightly_sync.py (the floor), alternating, --runs
-              times each, each in its own child process: wall time, peak RSS, HTTP requests (server
-              side), rows landed per table (unequal rows: the pair is VOID)
-  hostile     ours and dlt (--hostile-dlt-format, default parquet) against injected faults (500/503,
+  compare     our full sync (`run_sync`, KOL details off), the peers at their best (issue 22): dlt's
+              rest_api pipeline (benchmarks/peer_dlt.py: parallelized resources, workers for 2 cores,
+              the last page known from the first) once per loader file format of --dlt-format (default
+              parquet, which dlt's DuckDB page suggests), and PyAirbyte's declarative source
+              (benchmarks/peer_airbyte.py and .yaml, in its own venv, made on first use under
+              ~/.cache/commops-bench/; --no-airbyte leaves it out), and the bare concurrent fetch loop
+              of nightly_sync.py (the floor), alternating, --runs times each, each in its own child
+              process: wall time, peak RSS, HTTP requests (server side), rows landed per table
+              (unequal rows: the pair is VOID)
+  hostile     ours and the peers (dlt: --hostile-dlt-format, default parquet) against injected faults (500/503,
               dropped connections, truncated bodies) and against KOLs created and archived while
               paging; landed rows vs the service's truth
   ratelimit   the same tools under the starter plan's limit in a short window (--rate-window, default
@@ -62,6 +66,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import peer_airbyte  # noqa: E402
 from benchmarks.counting import COUNTS_PATH, SERVE  # noqa: E402
 from benchmarks.nightly_sync import BARE, CONCURRENCY, SYNC, _catalog_walks, seed_service  # noqa: E402
 
@@ -198,6 +203,7 @@ FORMAT_LABELS = {
     "parquet": "parquet, as dlt's DuckDB page suggests",
     "jsonl": "jsonl",
 }
+AIRBYTE_PEER = "airbyte"
 
 
 def peer_name(file_format: str) -> str:
@@ -206,8 +212,31 @@ def peer_name(file_format: str) -> str:
 
 
 def peer_label(name: str) -> str:
+    if name == AIRBYTE_PEER:
+        return f"PyAirbyte declarative source ({peer_airbyte.AIRBYTE.replace('==', ' ')}, DuckDB cache)"
     file_format = "default" if name == "dlt" else name.removeprefix("dlt-")
     return f"dlt rest_api ({FORMAT_LABELS.get(file_format, file_format)})"
+
+
+def peer_setup(peers: list[str]) -> dict[str, str]:
+    """How each peer was configured, recorded with its figures (the page describes the run it shows)."""
+    from benchmarks.peer_dlt import WORKERS
+
+    dlt = ("rest_api source, merge on id, into DuckDB, parallelized=True on every resource, "
+           + ", ".join(f"{k}={v}" for k, v in WORKERS.items())
+           + ", the last page known from the first (total_path meta.total_pages on the KOL list, meta.total / "
+           "meta.per_page on the others), loader_file_format={}")
+    setups = {}
+    for name in peers:
+        if name == AIRBYTE_PEER:
+            setups[name] = (f"benchmarks/peer_airbyte.py: {peer_airbyte.AIRBYTE} in its own venv, AIRBYTE_OFFLINE_MODE=1, "
+                            "the low-code manifest benchmarks/peer_airbyte.yaml (page numbers up to the last page the "
+                            f"first page's meta gives, bearer auth, concurrency_level {CONCURRENCY}), into PyAirbyte's "
+                            "DuckDB cache (merge on id)")
+        else:
+            file_format = "default" if name == "dlt" else name.removeprefix("dlt-")
+            setups[name] = "benchmarks/peer_dlt.py: " + dlt.format(f"`{file_format}`")
+    return setups
 
 
 def run_dlt(served: Service, key: str, directory: Path, file_format: str = "default",
@@ -222,11 +251,30 @@ def run_dlt(served: Service, key: str, directory: Path, file_format: str = "defa
     return result
 
 
-def tools(formats: list[str]) -> list[tuple[str, object]]:
-    """(name, runner) for our sync and dlt with each loader file format."""
-    peers = [(peer_name(f), lambda served, key, directory, timeout=None, f=f: run_dlt(served, key, directory, f, timeout))
-             for f in formats]
-    return [("ours", run_ours), *peers]
+def run_airbyte(served: Service, key: str, directory: Path, timeout: float | None = None) -> dict:
+    """PyAirbyte from its own venv (made by main before any measurement), into a DuckDB cache of its own."""
+    directory.mkdir(parents=True, exist_ok=True)
+    database = directory / "airbyte.duckdb"
+    python = peer_airbyte.venv_dir() / "bin" / "python"
+    result = child([str(python), "-m", "benchmarks.peer_airbyte", served.base_url, key, str(database),
+                    str(CONCURRENCY)], timeout=timeout)
+    result.pop("stdout", None)
+    result["server"] = served.counts()
+    result["landed"] = landed(database, "main")
+    return result
+
+
+def tools(peers: list[str]) -> list[tuple[str, object]]:
+    """(name, runner) for our sync and each peer: dlt with a loader file format (`dlt-parquet`), or PyAirbyte."""
+    runners = [("ours", run_ours)]
+    for name in peers:
+        if name == AIRBYTE_PEER:
+            runners.append((name, run_airbyte))
+            continue
+        file_format = "default" if name == "dlt" else name.removeprefix("dlt-")
+        runners.append((name, lambda served, key, directory, timeout=None, f=file_format:
+                        run_dlt(served, key, directory, f, timeout)))
+    return runners
 
 
 def run_bare(served: Service, key: str, walks: str, timeout: float | None = None) -> dict:
@@ -326,15 +374,14 @@ def strip_state(value):
 
 # ---- benchmarks ------------------------------------------------------------------------------------
 
-def bench_compare(db: Path, key: str, runs: int, work: Path, formats: list[str]) -> dict:
+def bench_compare(db: Path, key: str, runs: int, work: Path, peers: list[str]) -> dict:
     walks = _catalog_walks()
-    peers = [peer_name(f) for f in formats]
     pairs = []
     with service(db, rate_limits_enabled=False) as served:
         run_bare(served, key, walks)  # warm-up: the service's caches, not measured
         for run in range(runs):
             measured = {"bare": run_bare(served, key, walks)}
-            for name, runner in tools(formats):
+            for name, runner in tools(peers):
                 measured[name] = runner(served, key, work / f"{name}-{run}")
             measured["bare"].pop("landed", None)
             ours = measured["ours"]
@@ -353,6 +400,7 @@ def bench_compare(db: Path, key: str, runs: int, work: Path, formats: list[str])
             "requests": median(p[name]["server"]["counts"].get("requests") for p in pairs),
             "finished": sum(p[name]["exit"] == 0 for p in pairs),
             "exits": [p[name]["exit"] for p in pairs],
+            "errors": [p[name]["error"] for p in pairs if p[name].get("error")],
         }
         if name != "bare":
             summary[name]["rows"] = rows_of(pairs[-1][name])
@@ -433,7 +481,7 @@ def _in_flux(result: dict) -> str:
     return "–" if not any(c is not None for c in counts) else str(sum(c or 0 for c in counts))
 
 
-def bench_hostile(db: Path, key: str, work: Path, churn_rate: float, formats: list[str]) -> dict:
+def bench_hostile(db: Path, key: str, work: Path, churn_rate: float, peers: list[str]) -> dict:
     scenarios = {}
     for scenario, settings, churn in (("faults", {"rate_limits_enabled": False, **FAULTS}, False),
                                       ("churn", {"rate_limits_enabled": False}, True)):
@@ -441,7 +489,7 @@ def bench_hostile(db: Path, key: str, work: Path, churn_rate: float, formats: li
         shutil.copy(db, copy)
         results = {}
         with service(copy, **settings) as served:
-            for tool, run in tools(formats):
+            for tool, run in tools(peers):
                 if churn:
                     with Churn(copy, churn_rate) as changes:
                         result = run(served, key, work / f"{scenario}-{tool}")
@@ -459,7 +507,7 @@ def bench_hostile(db: Path, key: str, work: Path, churn_rate: float, formats: li
 
 
 def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pages: int | None,
-                    formats: list[str]) -> dict:
+                    peers: list[str]) -> dict:
     from commops_spec.constants import PLANS
 
     copy = work / "ratelimit.db"
@@ -472,7 +520,7 @@ def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pa
     with service(copy, rate_limits_enabled=True, rate_window_seconds=window, day_window_seconds=window) as served:
         time.sleep(window)  # let the seeding's window pass
         served.counts()
-        for tool, run in tools(formats):
+        for tool, run in tools(peers):
             time.sleep(window)  # a fresh window for each tool
             served.counts()
             result = run(served, key, work / f"ratelimit-{tool}")
@@ -497,7 +545,7 @@ def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pa
             "floor_seconds": floor, "tools": list(results), **results}
 
 
-def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path, formats: list[str],
+def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path, peers: list[str],
                 timeout: float) -> list[dict]:
     """One run per size and tool; a tool that does not finish within `timeout` s is killed and shown so."""
     points = []
@@ -506,19 +554,22 @@ def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path,
             s = main["summary"]
             names = ("bare", "ours", *main["peers"])
             points.append({"kols": size, "runs": len(main["runs"]), **{name: s[name]["seconds"] for name in names},
-                           "exits": {name: _first_failure(s[name]["exits"]) for name in names}})
+                           "exits": {name: _first_failure(s[name]["exits"]) for name in names},
+                           "errors": {name: s[name]["errors"][0] for name in names if s[name].get("errors")
+                                      and _first_failure(s[name]["exits"]) != 0}})
             continue
         directory = work / f"size-{size}"
         directory.mkdir()
         db, key = seed_service(directory, size / 100_000)
         with service(db, rate_limits_enabled=False) as served:
             measured = {"bare": run_bare(served, key, _catalog_walks(), timeout)}
-            for name, runner in tools(formats):
+            for name, runner in tools(peers):
                 measured[name] = runner(served, key, directory / name, timeout)
                 measured[name].pop("landed", None)
         done = lambda r: r.get("seconds") if r["exit"] == 0 else None  # noqa: E731
         points.append({"kols": size, "runs": 1, **{name: done(r) for name, r in measured.items()},
-                       "exits": {name: r["exit"] for name, r in measured.items()}})
+                       "exits": {name: r["exit"] for name, r in measured.items()},
+                       "errors": {name: r["error"] for name, r in measured.items() if r.get("error")}})
         shutil.rmtree(directory, ignore_errors=True)
         print(f"  {size} KOLs: " + ", ".join(_run_line(name, r) for name, r in measured.items()), flush=True)
     return sorted(points, key=lambda p: p["kols"])
@@ -589,7 +640,7 @@ def machine() -> dict:
 
 
 def aims(results: dict) -> list[tuple[str, str, str]]:
-    """(aim, pass/miss/VOID/not finished, the figures), the dlt aims once per loader file format."""
+    """(aim, pass/miss/VOID/not finished, the figures), the peer aims once per peer (each dlt format, PyAirbyte)."""
     out = []
     compare = results.get("compare")
     at = results["kols"]
@@ -602,14 +653,14 @@ def aims(results: dict) -> list[tuple[str, str, str]]:
             if not s[peer]["finished"]:
                 why = "; ".join(sorted({str(e) for e in s[peer]["exits"]}))
                 out.append((f"full sync >= 10x faster and <= 1/20 the peak RSS of {against} at 100k KOLs",
-                            "not comparable", f"dlt finished no run ({why})"))
+                            "not comparable", f"{peer} finished no run ({why})"))
                 continue
             speed = _ratio(s[peer]["seconds"], s["ours"]["seconds"])
             rss = _ratio(s["ours"]["peak_rss_mb"], s[peer]["peak_rss_mb"])
             out.append((f"full sync >= 10x faster than {against} at 100k KOLs", _verdict(bool(speed and speed >= 10), void),
-                        f"dlt / ours wall time {speed:.1f}x{scale_note}" if speed else "no figure"))
+                        f"{peer} / ours wall time {speed:.1f}x{scale_note}" if speed else "no figure"))
             out.append((f"peak RSS <= 1/20 of {against} at 100k KOLs", _verdict(bool(rss and rss <= 1 / 20), void),
-                        f"ours / dlt peak RSS {rss:.3f} (1/{1 / rss:.1f}){scale_note}" if rss else "no figure"))
+                        f"ours / {peer} peak RSS {rss:.3f} (1/{1 / rss:.1f}){scale_note}" if rss else "no figure"))
         bare = _ratio(s["ours"]["seconds"], s["bare"]["seconds"])
         out.append(("full sync within 1.3x of the bare fetch loop", "pass" if bare and bare <= 1.3 else "miss",
                     f"ours / bare {bare:.2f}{scale_note}" if bare else "no figure"))
@@ -646,7 +697,7 @@ def fmt(value, unit: str = "", digits: int = 1) -> str:
 def write_page(results: dict, chart: str | None) -> str:
     m = results["machine"]
     v = m["versions"]
-    lines = ["# Benchmarks: our sync beside dlt", ""]
+    lines = ["# Benchmarks: our sync beside dlt and PyAirbyte", ""]
     if results["quick"]:
         lines += ["> **Quick smoke run** (`--quick`: 10,000 KOLs, 2 runs): it proves the harness end to end; "
                   "its figures are not the ones the aims are about. The full run replaces this page.", ""]
@@ -657,7 +708,9 @@ def write_page(results: dict, chart: str | None) -> str:
         "What the figures mean, and why each missed aim is missed: [benchmarks-findings.md](benchmarks-findings.md).",
         "",
         f"Machine: {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['cpu']}; {m['os']}. "
-        f"Python {v['python']}, dagster {v['dagster']}, duckdb {v['duckdb']}, dlt {v['dlt']}, httpx {v['httpx']}.",
+        f"Python {v['python']}, dagster {v['dagster']}, duckdb {v['duckdb']}, dlt {v['dlt']}, httpx {v['httpx']}"
+        + (f"; {results['airbyte']['package']} in its own venv (it pins another DuckDB)."
+           if results.get("airbyte", {}).get("ready") else "."),
         f"Dataset: {results['kols']:,} KOLs; campaigns, products, signals and events scaled as in "
         "`benchmarks/nightly_sync.py` (5%, 0.5%, 100%, 2% of the KOLs); some KOLs archived by the seed.",
         "",
@@ -666,13 +719,12 @@ def write_page(results: dict, chart: str | None) -> str:
         "as in nightly_sync.py); peak RSS is the child's own high-water mark (VmHWM, not `ru_maxrss`, which "
         "a vforked child inherits from its parent: benchmarks/memory.py), for dlt the larger of it and its "
         "workers'; HTTP requests are counted by the service itself (every request received: retries, 429s "
-        "and faulted attempts included). Ours is `run_sync` with KOL detail enrichment off; dlt is "
-        "`benchmarks/peer_dlt.py` (rest_api source as dlt's docs configure it, merge on id, into DuckDB), once "
-        "per loader file format: " + ", ".join(f"`{f}`" for f in _listed(results.get("dlt_format", "default")))
-        + "; the floor is nightly_sync.py's bare concurrent fetch loop (every page fetched and dropped). Runs "
-        "alternate bare, ours, then each dlt. Medians are over finished runs; a child whose resident memory "
-        "(with its children) passes 60% of the machine's RAM is killed and counted as not finished.",
+        "and faulted attempts included). Ours is `run_sync` with KOL detail enrichment off (so no peer fetches "
+        "details either); the floor is nightly_sync.py's bare concurrent fetch loop (every page fetched and "
+        "dropped). Runs alternate bare, ours, then each peer. Medians are over finished runs; a child whose "
+        "resident memory (with its children) passes 60% of the machine's RAM is killed and counted as not finished.",
         "",
+        *_peer_lines(results),
         "## Aims",
         "",
         "| aim | result | figures |",
@@ -714,7 +766,7 @@ def write_page(results: dict, chart: str | None) -> str:
                   "service, not landed), extra, doubled (an id landed twice), stale (another updated_at or "
                   "archived flag than the service's at the end: a snapshot read while rows change is expected to "
                   "have some, as many as changed after their page was read). In flux: the rows the tool itself reports as "
-                  "created or archived while it paged (ours names them in its run metadata, `rows_in_flux`; dlt "
+                  "created or archived while it paged (ours names them in its run metadata, `rows_in_flux`; the peers "
                   "cannot tell).", "",
                   "| scenario | tool | finished | time | requests (server) | missing | extra | doubled | stale | in flux (reported) |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
@@ -768,6 +820,10 @@ def write_page(results: dict, chart: str | None) -> str:
                 cells.append(fmt(p.get(name), " s", 2) if p.get(name) is not None
                              else ("-" if exit_ == 0 else f"not finished ({exit_})"))
             lines.append(f"| {p['kols']:,} | " + " | ".join(cells) + f" | {p['runs']} |")
+        failures = [(p["kols"], name, why) for p in sizes for name, why in p.get("errors", {}).items()]
+        if failures:
+            lines += ["", "Why a tool did not finish:", ""]
+            lines += [f"- {name} at {kols:,} KOLs: {why}" for kols, name, why in failures]
     ours = results.get("ours")
     if ours:
         lines += ["", "## Our own figures", "", "Each script run as it is, its last printed lines quoted.", ""]
@@ -783,19 +839,38 @@ def write_page(results: dict, chart: str | None) -> str:
     lines += _lake_s3_section()
     lines += _written_section("benchmarks-table-format.md")
     lines += ["", "## Caveats", "",
-              "- dlt runs with its defaults (no worker or buffer tuning), as its docs configure a page-number API; "
-              "it does not sort the lists (our sync walks them by created_at ascending), and it reads the three "
-              "lists without total_pages until an empty page (one request more each).",
+              "- The peers' extract threads (dlt) and concurrency level (PyAirbyte) equal the requests our sync and the "
+              f"bare loop keep in flight ({CONCURRENCY}); dlt pages one list at a time per resource, PyAirbyte one "
+              "partition at a time: neither fetches pages of one list side by side, as ours and the floor do. Neither "
+              "sorts the lists (our sync walks them by created_at ascending).",
               "- dlt's loader file format decides most of its cost: with its default for DuckDB (insert_values, "
               "SQL INSERT statements) the load stage dominates time and memory; dlt's DuckDB page suggests parquet "
-              "for speed. Both are measured as peers of their own; the aims are checked against each.",
+              "for speed, measured by default (`--dlt-format` names others, each a peer of its own).",
+              "- PyAirbyte keeps only the fields its stream schemas declare (benchmarks/peer_airbyte.yaml declares "
+              "every field of spec section 2's list items); its cache keeps nested objects and lists as JSON columns.",
               "- dlt's rows: its `kols` table gets archived KOLs from a second resource (is_archived=true) "
               "merged into the same table; nested lists land in child tables (kols__tags, ...), which are not "
               "compared. Only the four parent tables' rows are compared.",
               "- Our sync's figures are its whole job (lake Parquet, warehouse merges, analytics.duckdb "
-              "published, checks); dlt's are extract, normalize and load into one DuckDB file.",
+              "published, checks); dlt's are extract, normalize and load into one DuckDB file; PyAirbyte's are "
+              "the read into its local files and the load into its DuckDB cache.",
               "- Raw figures: `docs/benchmarks.json`."]
     return "\n".join(lines) + "\n"
+
+
+def _peer_lines(results: dict) -> list[str]:
+    """The peers as they were configured for the figures shown, and a peer that could not run, with why."""
+    setups = results.get("peer_setup")
+    if not setups:  # figures measured before the peers were tuned
+        return ["Peers: dlt's `benchmarks/peer_dlt.py` as dlt's docs configure rest_api (its default workers), once "
+                "per loader file format: " + ", ".join(f"`{f}`" for f in _listed(results.get("dlt_format", "default")))
+                + ".", ""]
+    lines = ["Peers, each at its best on these 2 cores:", ""]
+    lines += [f"- {peer_label(name)}: {setup}." for name, setup in setups.items()]
+    airbyte = results.get("airbyte", {})
+    if airbyte and not airbyte.get("ready"):
+        lines.append(f"- PyAirbyte did not run: {airbyte['why']}.")
+    return [*lines, ""]
 
 
 def _receivers_section() -> list[str]:
@@ -915,7 +990,7 @@ def _lake_s3_section() -> list[str]:
 
 
 def _size_tools(sizes: list[dict]) -> list[str]:
-    names = ["ours"] + sorted({k for p in sizes for k in p if k.startswith("dlt")}) + ["bare"]
+    names = ["ours"] + sorted({k for p in sizes for k in p if k.startswith("dlt")}) + [AIRBYTE_PEER, "bare"]
     return [n for n in names if any(n in p for p in sizes)]
 
 
@@ -992,6 +1067,19 @@ def _formats(value: str, option: str) -> list[str]:
     return formats
 
 
+def _airbyte_peer(left_out: bool) -> dict:
+    """Whether PyAirbyte runs in this invocation, and why not: its venv is made here, before any measurement."""
+    if left_out:
+        return {"ready": False, "why": "left out with --no-airbyte"}
+    try:
+        python = peer_airbyte.ensure_venv()
+    except (SystemExit, OSError, subprocess.CalledProcessError) as error:
+        why = f"its venv could not be made: {error}"
+        print(f"PyAirbyte left out: {why}", flush=True)
+        return {"ready": False, "why": why}
+    return {"ready": True, "python": str(python), "package": peer_airbyte.AIRBYTE}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1008,12 +1096,14 @@ def main() -> None:
     parser.add_argument("--rate-window", type=float, default=2.0, help="rate window in seconds (default 2)")
     parser.add_argument("--churn", type=float, default=CHURN_PER_SECOND,
                         help=f"KOLs created and archived per second in the churn scenario (default {CHURN_PER_SECOND:g})")
-    parser.add_argument("--dlt-format", default="default,parquet",
+    parser.add_argument("--dlt-format", default="parquet",
                         help="dlt's loader_file_format(s) in compare and sizes, comma-separated, each a peer of its "
-                             f"own ({', '.join(FORMATS)}; default: default,parquet: dlt's own default for DuckDB, "
-                             "insert_values, and parquet, which dlt's DuckDB page suggests)")
+                             f"own ({', '.join(FORMATS)}; default: parquet, which dlt's DuckDB page suggests; "
+                             "`default` is dlt's own default for DuckDB, insert_values)")
     parser.add_argument("--hostile-dlt-format", default="parquet",
                         help="the same for hostile and ratelimit (default parquet)")
+    parser.add_argument("--no-airbyte", action="store_true",
+                        help=f"leave PyAirbyte out (else its venv is made on first use: {peer_airbyte.venv_dir()})")
     parser.add_argument("--merge", action="store_true",
                         help="keep the sections of docs/benchmarks.json this run does not measure (a full run in parts)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
@@ -1043,6 +1133,9 @@ def main() -> None:
         import dlt  # noqa: F401
     except ImportError:
         raise SystemExit("dlt is missing: .venv/bin/pip install -q -e '.[dev,bench]'") from None
+    airbyte = _airbyte_peer(args.no_airbyte)
+    peers = [*map(peer_name, formats), *([AIRBYTE_PEER] if airbyte["ready"] else [])]
+    hostile_peers = [*map(peer_name, hostile_formats), *([AIRBYTE_PEER] if airbyte["ready"] else [])]
 
     started = time.perf_counter()
     command = shlex.join(["python", "-m", "benchmarks", *sys.argv[1:]])
@@ -1055,7 +1148,9 @@ def main() -> None:
     commands = [c for c in results.get("commands", [results["command"]] if "command" in results else [])]
     results.update({"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "command": command,
                     "commands": commands + [command], "quick": args.quick, "kols": args.kols, "runs": args.runs,
-                    "machine": machine(), "dlt_format": formats, "hostile_dlt_format": hostile_formats})
+                    "machine": machine(), "dlt_format": formats, "hostile_dlt_format": hostile_formats,
+                    "airbyte": airbyte})
+    results.setdefault("peer_setup", {}).update(peer_setup(sorted(set(peers) | set(hostile_peers))))
     results["benchmarks"] = sorted(set(results.get("benchmarks", [])) | set(only), key=BENCHMARKS.index)
 
     def save(section: str, value) -> None:
@@ -1071,20 +1166,20 @@ def main() -> None:
             (work / "main").mkdir()
             db, key = seed_service(work / "main", args.kols / 100_000)
         if "compare" in only:
-            print(f"\n== compare: ours, {', '.join(map(peer_name, formats))}, bare at {args.kols:,} KOLs, "
+            print(f"\n== compare: ours, {', '.join(peers)}, bare at {args.kols:,} KOLs, "
                   f"{args.runs} runs ==", flush=True)
-            save("compare", bench_compare(db, key, args.runs, work, formats))
+            save("compare", bench_compare(db, key, args.runs, work, peers))
         if "hostile" in only:
             print("\n== hostile servers ==", flush=True)
-            save("hostile", bench_hostile(db, key, work, args.churn, hostile_formats))
+            save("hostile", bench_hostile(db, key, work, args.churn, hostile_peers))
         if "ratelimit" in only:
             print(f"\n== rate limit: plan {args.rate_plan}, {args.rate_window:g} s window ==", flush=True)
             pages = results.get("compare", {}).get("summary", {}).get("bare", {}).get("requests")
             save("ratelimit", bench_ratelimit(db, key, work, args.rate_window, args.rate_plan,
-                                              int(pages) if pages else None, hostile_formats))
+                                              int(pages) if pages else None, hostile_peers))
         if "sizes" in only:
             print(f"\n== sizes {sizes} ==", flush=True)
-            save("sizes", bench_sizes(sizes, results.get("compare"), args.kols, work, formats, args.size_timeout))
+            save("sizes", bench_sizes(sizes, results.get("compare"), args.kols, work, peers, args.size_timeout))
         if "ours" in only:
             print("\n== our own benchmark scripts ==", flush=True)
             save("ours", bench_ours(args, work))
