@@ -100,3 +100,21 @@ def test_a_size_a_peer_did_not_finish_says_why_with_its_error():
     assert "| 1,000,000 | 90.00 s | not finished (1) | 60.00 s | 1 |" in page
     assert "- airbyte at 1,000,000 KOLs: duckdb.OutOfMemoryException: could not allocate block" in page
 
+
+def test_the_hand_written_crm_section_is_kept_until_the_crm_figures_are_newer(tmp_path, monkeypatch):
+    import benchmarks.__main__ as harness
+
+    monkeypatch.setattr(harness, "DOCS", tmp_path)
+    measured = {"date": "2026-11-24 16:38 UTC", "command": "python benchmarks/crm_matching.py scale --write",
+                "kols": 1000, "contacts": 1000, "runs": [1.0], "cpu": [1.0], "median_seconds": 1.0,
+                "peak_rss_mb": 100, "threads": 2, "memory_limit": "1GB"}
+    (tmp_path / "benchmarks-crm-matching.json").write_text(json.dumps({"scale": measured}))
+    (tmp_path / "benchmarks-crm-matching.md").write_text(
+        "\n## CRM probable matches (issue 23)\n\nScale, measured 2026-11-24 16:38 UTC: before and after, by hand.\n")
+
+    assert "before and after, by hand" in write_page(renderable({"kols": 100_000}), None)
+
+    (tmp_path / "benchmarks-crm-matching.json").write_text(json.dumps({"scale": {**measured, "date": "2026-11-25 09:00 UTC"}}))
+    page = write_page(renderable({"kols": 100_000}), None)
+    assert "before and after, by hand" not in page
+    assert "Scale, measured 2026-11-25 09:00 UTC" in page
