@@ -31,7 +31,9 @@ request it receives (benchmarks/counting.py), then runs the benchmarks chosen wi
   ours        our own scripts: service_paging.py, receiver_throughput.py, incremental_sync.py,
               webhook_latency.py (starts dagster-daemon; skip it with --only), reconciliation.py,
               crm_matching.py (which also rewrites docs/benchmarks-crm-matching.json, rendered as a
-              section of its own) (run when present, else "not run"); name single scripts in --only to run just those,
+              section of its own; docs/benchmarks-crm-matching.md, the section as edited by hand, is
+              shown instead while it quotes every date in that JSON) (run when present, else "not
+              run"); name single scripts in --only to run just those,
               e.g. --only compare,service_paging leaves webhook_latency "not run"
 
 Prints a table per benchmark and writes docs/benchmarks.md (machine, versions, date, command lines,
