@@ -1045,7 +1045,7 @@ def write_chart(sizes: list[dict]) -> str | None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(top=ax.get_ylim()[1] * 1.5)  # room for the not-finished labels
-    ax.set_xticks(xs, [f"{x // 1000:,}k" for x in xs])
+    ax.set_xticks(xs, [f"{x / 1e6:g}M" if x >= 1_000_000 else f"{x / 1e3:g}k" for x in xs])
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
