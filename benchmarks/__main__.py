@@ -867,7 +867,7 @@ def _peer_lines(results: dict) -> list[str]:
         return ["Peers: dlt's `benchmarks/peer_dlt.py` as dlt's docs configure rest_api (its default workers), once "
                 "per loader file format: " + ", ".join(f"`{f}`" for f in _listed(results.get("dlt_format", "default")))
                 + ".", ""]
-    lines = ["Peers, each at its best on these 2 cores:", ""]
+    lines = [f"Peers, each configured at its best for {results['machine']['cores']} cores (issue 22):", ""]
     lines += [f"- {peer_label(name)}: {setup}." for name, setup in setups.items()]
     airbyte = results.get("airbyte", {})
     if airbyte and not airbyte.get("ready"):
