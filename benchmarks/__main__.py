@@ -744,10 +744,11 @@ def write_page(results: dict, chart: str | None) -> str:
             x = s[name]
             lines.append(f"| {label} | {fmt(x['seconds'], ' s', 2)} | {fmt(x['peak_rss_mb'], ' MB', 0)} | "
                          f"{fmt(x['requests'])} | {x['finished']}/{len(compare['runs'])} |")
-        unfinished = {name: sorted({str(e) for e in s[name]["exits"] if e != 0}) for name in ("ours", *peers)}
-        for name, exits in unfinished.items():
-            if exits:
-                lines += ["", f"{name} did not finish every run: {'; '.join(exits)}"]
+        unfinished = {name: sorted({str(e) for e in s[name]["exits"] if e != 0} | set(s[name].get("errors", [])))
+                      for name in ("ours", *peers)}
+        for name, why in unfinished.items():
+            if why:
+                lines += ["", f"{name} did not finish every run: {'; '.join(why)}"]
         lines += ["", "Ratios per pair, run by run (finished runs only):", ""]
         lines += [f"- {k.replace('_', ' ')}: " + (", ".join(fmt(x, '', 2) for x in vals) or "no finished run")
                   for k, vals in s["ratios"].items()]

@@ -92,7 +92,13 @@ def main() -> None:
         return
     base_url, api_key, duckdb_file = sys.argv[1:4]
     concurrency = int(sys.argv[4]) if len(sys.argv) > 4 else 4
-    print(json.dumps(run(base_url, api_key, Path(duckdb_file), concurrency)))
+    try:
+        figures = run(base_url, api_key, Path(duckdb_file), concurrency)
+    except Exception as error:  # PyAirbyte's errors span many lines: the page quotes the last stderr line
+        cause = getattr(error, "original_exception", None) or error  # a connector's failure, wrapped
+        print(f"\nPyAirbyte run failed: {type(error).__name__}: {' '.join(str(cause).split())[:400]}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":
