@@ -850,7 +850,10 @@ def write_page(results: dict, chart: str | None) -> str:
               "SQL INSERT statements) the load stage dominates time and memory; dlt's DuckDB page suggests parquet "
               "for speed, measured by default (`--dlt-format` names others, each a peer of its own).",
               "- PyAirbyte keeps only the fields its stream schemas declare (benchmarks/peer_airbyte.yaml declares "
-              "every field of spec section 2's list items); its cache keeps nested objects and lists as JSON columns.",
+              "every field of spec section 2's list items); its cache keeps nested objects and lists as JSON columns. "
+              "Its merge (SQL MERGE of a read's rows into the cache table) matches rows already in the cache, not two "
+              "rows of one read: a KOL archived between the reads of the two `kols` partitions lands twice (hostile, "
+              "churn: doubled).",
               "- dlt's rows: its `kols` table gets archived KOLs from a second resource (is_archived=true) "
               "merged into the same table; nested lists land in child tables (kols__tags, ...), which are not "
               "compared. Only the four parent tables' rows are compared.",
