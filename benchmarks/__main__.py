@@ -213,11 +213,17 @@ def peer_name(file_format: str) -> str:
     return "dlt" if file_format == "default" else f"dlt-{file_format}"
 
 
+def dlt_arm(name: str) -> tuple[str, bool]:
+    """A dlt peer's loader file format and whether it is tuned: `dlt-parquet` (tuned), `dlt-parquet-plain`, `dlt`."""
+    base = name.removesuffix("-plain")
+    return ("default" if base == "dlt" else base.removeprefix("dlt-")), base == name
+
+
 def peer_label(name: str) -> str:
     if name == AIRBYTE_PEER:
         return f"PyAirbyte declarative source ({peer_airbyte.AIRBYTE.replace('==', ' ')}, DuckDB cache)"
-    file_format = "default" if name == "dlt" else name.removeprefix("dlt-")
-    return f"dlt rest_api ({FORMAT_LABELS.get(file_format, file_format)})"
+    file_format, tuned = dlt_arm(name)
+    return f"dlt rest_api ({FORMAT_LABELS.get(file_format, file_format)}{'' if tuned else '; untuned'})"
 
 
 def peer_setup(peers: list[str]) -> dict[str, str]:
@@ -235,18 +241,21 @@ def peer_setup(peers: list[str]) -> dict[str, str]:
                             "the low-code manifest benchmarks/peer_airbyte.yaml (page numbers up to the last page the "
                             f"first page's meta gives, bearer auth, concurrency_level {CONCURRENCY}), into PyAirbyte's "
                             "DuckDB cache (merge on id)")
+        elif dlt_arm(name)[1]:
+            setups[name] = "benchmarks/peer_dlt.py: " + dlt.format(f"`{dlt_arm(name)[0]}`")
         else:
-            file_format = "default" if name == "dlt" else name.removeprefix("dlt-")
-            setups[name] = "benchmarks/peer_dlt.py: " + dlt.format(f"`{file_format}`")
+            setups[name] = (f"benchmarks/peer_dlt.py with `plain`: the same (loader_file_format=`{dlt_arm(name)[0]}`) "
+                            "without parallelized and the worker settings (dlt's defaults), to show whether the "
+                            "tuning pays on this machine")
     return setups
 
 
 def run_dlt(served: Service, key: str, directory: Path, file_format: str = "default",
-            timeout: float | None = None) -> dict:
+            timeout: float | None = None, tuned: bool = True) -> dict:
     directory.mkdir(parents=True, exist_ok=True)
     database = directory / "dlt.duckdb"
     result = child([sys.executable, "-m", "benchmarks.peer_dlt", served.base_url, key, str(database),
-                    str(directory / "pipelines"), file_format], timeout=timeout)
+                    str(directory / "pipelines"), file_format, *([] if tuned else ["plain"])], timeout=timeout)
     result.pop("stdout", None)
     result["server"] = served.counts()
     result["landed"] = landed(database, "commops")
@@ -273,9 +282,9 @@ def tools(peers: list[str]) -> list[tuple[str, object]]:
         if name == AIRBYTE_PEER:
             runners.append((name, run_airbyte))
             continue
-        file_format = "default" if name == "dlt" else name.removeprefix("dlt-")
-        runners.append((name, lambda served, key, directory, timeout=None, f=file_format:
-                        run_dlt(served, key, directory, f, timeout)))
+        file_format, tuned = dlt_arm(name)
+        runners.append((name, lambda served, key, directory, timeout=None, f=file_format, tuned=tuned:
+                        run_dlt(served, key, directory, f, timeout, tuned)))
     return runners
 
 
@@ -1129,6 +1138,9 @@ def main() -> None:
                              "`default` is dlt's own default for DuckDB, insert_values)")
     parser.add_argument("--hostile-dlt-format", default="parquet",
                         help="the same for hostile and ratelimit (default parquet)")
+    parser.add_argument("--dlt-plain", action="store_true",
+                        help="also dlt untuned (no parallelized, dlt's default workers), a peer of its own per "
+                             "--dlt-format (`dlt-parquet-plain`), in compare and sizes: whether the tuning pays here")
     parser.add_argument("--no-airbyte", action="store_true",
                         help=f"leave PyAirbyte out (else its venv is made on first use: {peer_airbyte.venv_dir()})")
     parser.add_argument("--merge", action="store_true",
@@ -1161,7 +1173,8 @@ def main() -> None:
     except ImportError:
         raise SystemExit("dlt is missing: .venv/bin/pip install -q -e '.[dev,bench]'") from None
     airbyte = _airbyte_peer(args.no_airbyte)
-    peers = [*map(peer_name, formats), *([AIRBYTE_PEER] if airbyte["ready"] else [])]
+    peers = [*map(peer_name, formats), *(f"{peer_name(f)}-plain" for f in formats if args.dlt_plain),
+             *([AIRBYTE_PEER] if airbyte["ready"] else [])]
     hostile_peers = [*map(peer_name, hostile_formats), *([AIRBYTE_PEER] if airbyte["ready"] else [])]
 
     started = time.perf_counter()

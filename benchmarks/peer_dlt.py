@@ -1,6 +1,6 @@
 """A peer of the comparison: dlt 1.x's `rest_api` source loading the four lists into DuckDB, tuned.
 
-    .venv/bin/python -m benchmarks.peer_dlt BASE_URL API_KEY DUCKDB_FILE PIPELINES_DIR [LOADER_FILE_FORMAT]
+    .venv/bin/python -m benchmarks.peer_dlt BASE_URL API_KEY DUCKDB_FILE PIPELINES_DIR [LOADER_FILE_FORMAT [plain]]
 
 Configured as dlt's documentation recommends for a page-number API (RESTAPIConfig, BearerTokenAuth,
 `page_number` paginator, `data_selector: data`, merge on `id`, per_page=100), then at its best
@@ -15,6 +15,9 @@ Configured as dlt's documentation recommends for a page-number API (RESTAPIConfi
   spec 2.1), so their paginator counts pages from meta.total / meta.per_page (`PagesFromTotal`);
 - LOADER_FILE_FORMAT parquet by default (`python -m benchmarks --dlt-format`), as dlt's DuckDB page
   suggests; `default` leaves dlt's own default for DuckDB (insert_values: SQL INSERT statements).
+`plain` leaves out parallelized and the workers (dlt's defaults, as its docs configure rest_api), keeping
+the paginators: the arm `python -m benchmarks --dlt-plain` measures beside the tuned one, since on a busy
+2-core machine the tuning was not seen to pay (dlt's extract and normalize are CPU-bound here).
 Archived KOLs are hidden from /kols unless is_archived=true, so a second resource reads them into
 the same `kols` table, as our sync's second walk does. KOL details are not fetched: the comparison
 runs our sync with details off, so dlt has no detail child resource either.
@@ -61,7 +64,7 @@ def _pages_from_total():
     return PagesFromTotal()
 
 
-def config(base_url: str, api_key: str):
+def config(base_url: str, api_key: str, parallelized: bool = True):
     from dlt.sources.helpers.rest_client.auth import BearerTokenAuth
     from dlt.sources.rest_api import RESTAPIConfig
 
@@ -78,7 +81,7 @@ def config(base_url: str, api_key: str):
 
     api: RESTAPIConfig = {
         "client": {"base_url": base_url.rstrip("/") + "/", "auth": BearerTokenAuth(token=api_key)},
-        "resource_defaults": {"primary_key": "id", "write_disposition": "merge", "parallelized": True},
+        "resource_defaults": {"primary_key": "id", "write_disposition": "merge", "parallelized": parallelized},
         "resources": [
             resource_("kols", total_pages),
             resource_("kols_archived", total_pages, {"is_archived": "true"}, path="kols"),
@@ -93,8 +96,9 @@ def config(base_url: str, api_key: str):
 def main() -> None:
     base_url, api_key, duckdb_file, pipelines_dir = sys.argv[1:5]
     file_format = sys.argv[5] if len(sys.argv) > 5 else "parquet"
+    tuned = sys.argv[6:7] != ["plain"]
     os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
-    for name, value in WORKERS.items():
+    for name, value in WORKERS.items() if tuned else ():
         os.environ.setdefault(name, value)
     import dlt
     from dlt.sources.rest_api import rest_api_source
@@ -104,14 +108,15 @@ def main() -> None:
     started = time.perf_counter()
     pipeline = dlt.pipeline(pipeline_name="commops_bench", pipelines_dir=pipelines_dir,
                             destination=dlt.destinations.duckdb(credentials=duckdb_file), dataset_name="commops")
-    info = pipeline.run(rest_api_source(config(base_url, api_key)),
+    info = pipeline.run(rest_api_source(config(base_url, api_key, parallelized=tuned)),
                         loader_file_format=None if file_format == "default" else file_format)
     seconds = time.perf_counter() - started
     own = own_peak_rss_mb()
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # forked workers: their own peaks
     print(json.dumps({"seconds": seconds, "peak_rss_mb": max(own, workers), "own_rss_mb": own,
                       "worker_rss_mb": workers, "has_failed_jobs": info.has_failed_jobs,
-                      "config": {k: os.environ[k] for k in WORKERS} | {"loader_file_format": file_format}}))
+                      "config": {k: os.environ.get(k, "dlt's default") for k in WORKERS}
+                      | {"loader_file_format": file_format, "parallelized": tuned}}))
 
 
 if __name__ == "__main__":
