@@ -1082,13 +1082,13 @@ def print_table(results: dict) -> None:
     if compare:
         s = compare["summary"]
         print("\n== full sync, medians ==")
-        print(f"  {'':12} {'seconds':>9} {'peak MB':>9} {'requests':>9} finished")
+        print(f"  {'':18} {'seconds':>9} {'peak MB':>9} {'requests':>9} finished")
         for name in ("ours", *compare["peers"], "bare"):
             x = s[name]
-            print(f"  {name:12} {fmt(x['seconds'], '', 2):>9} {fmt(x['peak_rss_mb'], '', 0):>9} "
+            print(f"  {name:18} {fmt(x['seconds'], '', 2):>9} {fmt(x['peak_rss_mb'], '', 0):>9} "
                   f"{fmt(x['requests']):>9} {x['finished']}/{len(compare['runs'])}")
         for name in ("ours", *compare["peers"]):
-            print(f"  rows {name:12} {s[name]['rows']}")
+            print(f"  rows {name:18} {s[name]['rows']}")
 
 
 FORMATS = ("default", "parquet", "jsonl", "insert_values")
