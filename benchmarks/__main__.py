@@ -1,8 +1,9 @@
-"""Every benchmark in one run, our sync side by side with dlt, and the page that shows them.
+"""Every benchmark in one run, our sync side by side with dlt and PyAirbyte, and the page that shows them.
 
     .venv/bin/pip install -q -e '.[dev,bench]'                # dlt and matplotlib: the `bench` extra
+                                                               # (PyAirbyte: its own venv, made on first use)
     .venv/bin/python -m benchmarks --quick                     # smoke run: 10,000 KOLs, 2 runs (development)
-    .venv/bin/python -m benchmarks --kols 100000 --runs 5 --sizes 10000,100000,300000 --size-timeout 900  # full run
+    .venv/bin/python -m benchmarks --kols 100000 --runs 5 --sizes 10000,100000,1000000 --size-timeout 1800  # full run
     .venv/bin/python -m benchmarks --quick --only compare,hostile   # selected benchmarks only
     .venv/bin/python -m benchmarks --merge --only hostile ...   # measure one part again, keep the others' figures
     .venv/bin/python -m benchmarks --render                     # the page and chart again from docs/benchmarks.json
@@ -11,13 +12,16 @@ Seeds the local service at --kols KOLs (campaigns, products, signals and events 
 nightly_sync.py: 5% / 0.5% / 100% / 2% of the KOLs), serves it in a child process that counts every
 request it receives (benchmarks/counting.py), then runs the benchmarks chosen with --only:
 
-  compare     our full sync (`run_sync`, KOL details off), dlt's rest_api pipeline
-              (benchmarks/peer_dlt.py) once per loader file format of --dlt-format (default: dlt's
-              own default for DuckDB, insert_values, and parquet, which dlt's DuckDB page suggests)
-              and the bare concurrent fetch loop of nightly_sync.py (the floor), alternating, --runs
-              times each, each in its own child process: wall time, peak RSS, HTTP requests (server
-              side), rows landed per table (unequal rows: the pair is VOID)
-  hostile     ours and dlt (--hostile-dlt-format, default parquet) against injected faults (500/503,
+  compare     our full sync (`run_sync`, KOL details off), the peers at their best (issue 22): dlt's
+              rest_api pipeline (benchmarks/peer_dlt.py: parallelized resources, workers for 2 cores,
+              the last page known from the first) once per loader file format of --dlt-format (default
+              parquet, which dlt's DuckDB page suggests), and PyAirbyte's declarative source
+              (benchmarks/peer_airbyte.py and .yaml, in its own venv, made on first use under
+              ~/.cache/commops-bench/; --no-airbyte leaves it out), and the bare concurrent fetch loop
+              of nightly_sync.py (the floor), alternating, --runs times each, each in its own child
+              process: wall time, peak RSS, HTTP requests (server side), rows landed per table
+              (unequal rows: the pair is VOID)
+  hostile     ours and the peers (dlt: --hostile-dlt-format, default parquet) against injected faults (500/503,
               dropped connections, truncated bodies) and against KOLs created and archived while
               paging; landed rows vs the service's truth
   ratelimit   the same tools under the starter plan's limit in a short window (--rate-window, default
@@ -27,7 +31,9 @@ request it receives (benchmarks/counting.py), then runs the benchmarks chosen wi
   ours        our own scripts: service_paging.py, receiver_throughput.py, incremental_sync.py,
               webhook_latency.py (starts dagster-daemon; skip it with --only), reconciliation.py,
               crm_matching.py (which also rewrites docs/benchmarks-crm-matching.json, rendered as a
-              section of its own) (run when present, else "not run"); name single scripts in --only to run just those,
+              section of its own; docs/benchmarks-crm-matching.md, the section as edited by hand, is
+              shown instead while it quotes every date in that JSON) (run when present, else "not
+              run"); name single scripts in --only to run just those,
               e.g. --only compare,service_paging leaves webhook_latency "not run"
 
 Prints a table per benchmark and writes docs/benchmarks.md (machine, versions, date, command lines,
@@ -62,6 +68,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import peer_airbyte  # noqa: E402
 from benchmarks.counting import COUNTS_PATH, SERVE  # noqa: E402
 from benchmarks.nightly_sync import BARE, CONCURRENCY, SYNC, _catalog_walks, seed_service  # noqa: E402
 
@@ -198,6 +205,7 @@ FORMAT_LABELS = {
     "parquet": "parquet, as dlt's DuckDB page suggests",
     "jsonl": "jsonl",
 }
+AIRBYTE_PEER = "airbyte"
 
 
 def peer_name(file_format: str) -> str:
@@ -205,28 +213,79 @@ def peer_name(file_format: str) -> str:
     return "dlt" if file_format == "default" else f"dlt-{file_format}"
 
 
+def dlt_arm(name: str) -> tuple[str, bool]:
+    """A dlt peer's loader file format and whether it is tuned: `dlt-parquet` (tuned), `dlt-parquet-plain`, `dlt`."""
+    base = name.removesuffix("-plain")
+    return ("default" if base == "dlt" else base.removeprefix("dlt-")), base == name
+
+
 def peer_label(name: str) -> str:
-    file_format = "default" if name == "dlt" else name.removeprefix("dlt-")
-    return f"dlt rest_api ({FORMAT_LABELS.get(file_format, file_format)})"
+    if name == AIRBYTE_PEER:
+        return f"PyAirbyte declarative source ({peer_airbyte.AIRBYTE.replace('==', ' ')}, DuckDB cache)"
+    file_format, tuned = dlt_arm(name)
+    return f"dlt rest_api ({FORMAT_LABELS.get(file_format, file_format)}{'' if tuned else '; untuned'})"
+
+
+def peer_setup(peers: list[str]) -> dict[str, str]:
+    """How each peer was configured, recorded with its figures (the page describes the run it shows)."""
+    from benchmarks.peer_dlt import WORKERS
+
+    dlt = ("rest_api source, merge on id, into DuckDB, parallelized=True on every resource, "
+           + ", ".join(f"{k}={v}" for k, v in WORKERS.items())
+           + ", the last page known from the first (total_path meta.total_pages on the KOL list, meta.total / "
+           "meta.per_page on the others), loader_file_format={}")
+    setups = {}
+    for name in peers:
+        if name == AIRBYTE_PEER:
+            setups[name] = (f"benchmarks/peer_airbyte.py: {peer_airbyte.AIRBYTE} in its own venv, AIRBYTE_OFFLINE_MODE=1, "
+                            "the low-code manifest benchmarks/peer_airbyte.yaml (page numbers up to the last page the "
+                            f"first page's meta gives, bearer auth, concurrency_level {CONCURRENCY}), into PyAirbyte's "
+                            "DuckDB cache (merge on id)")
+        elif dlt_arm(name)[1]:
+            setups[name] = "benchmarks/peer_dlt.py: " + dlt.format(f"`{dlt_arm(name)[0]}`")
+        else:
+            setups[name] = (f"benchmarks/peer_dlt.py with `plain`: the same (loader_file_format=`{dlt_arm(name)[0]}`) "
+                            "without parallelized and the worker settings (dlt's defaults), to show whether the "
+                            "tuning pays on this machine")
+    return setups
 
 
 def run_dlt(served: Service, key: str, directory: Path, file_format: str = "default",
-            timeout: float | None = None) -> dict:
+            timeout: float | None = None, tuned: bool = True) -> dict:
     directory.mkdir(parents=True, exist_ok=True)
     database = directory / "dlt.duckdb"
     result = child([sys.executable, "-m", "benchmarks.peer_dlt", served.base_url, key, str(database),
-                    str(directory / "pipelines"), file_format], timeout=timeout)
+                    str(directory / "pipelines"), file_format, *([] if tuned else ["plain"])], timeout=timeout)
     result.pop("stdout", None)
     result["server"] = served.counts()
     result["landed"] = landed(database, "commops")
     return result
 
 
-def tools(formats: list[str]) -> list[tuple[str, object]]:
-    """(name, runner) for our sync and dlt with each loader file format."""
-    peers = [(peer_name(f), lambda served, key, directory, timeout=None, f=f: run_dlt(served, key, directory, f, timeout))
-             for f in formats]
-    return [("ours", run_ours), *peers]
+def run_airbyte(served: Service, key: str, directory: Path, timeout: float | None = None) -> dict:
+    """PyAirbyte from its own venv (made by main before any measurement), into a DuckDB cache of its own."""
+    directory.mkdir(parents=True, exist_ok=True)
+    database = directory / "airbyte.duckdb"
+    python = peer_airbyte.venv_dir() / "bin" / "python"
+    result = child([str(python), "-m", "benchmarks.peer_airbyte", served.base_url, key, str(database),
+                    str(CONCURRENCY)], timeout=timeout)
+    result.pop("stdout", None)
+    result["server"] = served.counts()
+    result["landed"] = landed(database, "main")
+    return result
+
+
+def tools(peers: list[str]) -> list[tuple[str, object]]:
+    """(name, runner) for our sync and each peer: dlt with a loader file format (`dlt-parquet`), or PyAirbyte."""
+    runners = [("ours", run_ours)]
+    for name in peers:
+        if name == AIRBYTE_PEER:
+            runners.append((name, run_airbyte))
+            continue
+        file_format, tuned = dlt_arm(name)
+        runners.append((name, lambda served, key, directory, timeout=None, f=file_format, tuned=tuned:
+                        run_dlt(served, key, directory, f, timeout, tuned)))
+    return runners
 
 
 def run_bare(served: Service, key: str, walks: str, timeout: float | None = None) -> dict:
@@ -326,15 +385,14 @@ def strip_state(value):
 
 # ---- benchmarks ------------------------------------------------------------------------------------
 
-def bench_compare(db: Path, key: str, runs: int, work: Path, formats: list[str]) -> dict:
+def bench_compare(db: Path, key: str, runs: int, work: Path, peers: list[str]) -> dict:
     walks = _catalog_walks()
-    peers = [peer_name(f) for f in formats]
     pairs = []
     with service(db, rate_limits_enabled=False) as served:
         run_bare(served, key, walks)  # warm-up: the service's caches, not measured
         for run in range(runs):
             measured = {"bare": run_bare(served, key, walks)}
-            for name, runner in tools(formats):
+            for name, runner in tools(peers):
                 measured[name] = runner(served, key, work / f"{name}-{run}")
             measured["bare"].pop("landed", None)
             ours = measured["ours"]
@@ -353,6 +411,7 @@ def bench_compare(db: Path, key: str, runs: int, work: Path, formats: list[str])
             "requests": median(p[name]["server"]["counts"].get("requests") for p in pairs),
             "finished": sum(p[name]["exit"] == 0 for p in pairs),
             "exits": [p[name]["exit"] for p in pairs],
+            "errors": [p[name]["error"] for p in pairs if p[name].get("error")],
         }
         if name != "bare":
             summary[name]["rows"] = rows_of(pairs[-1][name])
@@ -433,7 +492,7 @@ def _in_flux(result: dict) -> str:
     return "–" if not any(c is not None for c in counts) else str(sum(c or 0 for c in counts))
 
 
-def bench_hostile(db: Path, key: str, work: Path, churn_rate: float, formats: list[str]) -> dict:
+def bench_hostile(db: Path, key: str, work: Path, churn_rate: float, peers: list[str]) -> dict:
     scenarios = {}
     for scenario, settings, churn in (("faults", {"rate_limits_enabled": False, **FAULTS}, False),
                                       ("churn", {"rate_limits_enabled": False}, True)):
@@ -441,7 +500,7 @@ def bench_hostile(db: Path, key: str, work: Path, churn_rate: float, formats: li
         shutil.copy(db, copy)
         results = {}
         with service(copy, **settings) as served:
-            for tool, run in tools(formats):
+            for tool, run in tools(peers):
                 if churn:
                     with Churn(copy, churn_rate) as changes:
                         result = run(served, key, work / f"{scenario}-{tool}")
@@ -459,7 +518,7 @@ def bench_hostile(db: Path, key: str, work: Path, churn_rate: float, formats: li
 
 
 def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pages: int | None,
-                    formats: list[str]) -> dict:
+                    peers: list[str]) -> dict:
     from commops_spec.constants import PLANS
 
     copy = work / "ratelimit.db"
@@ -472,7 +531,7 @@ def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pa
     with service(copy, rate_limits_enabled=True, rate_window_seconds=window, day_window_seconds=window) as served:
         time.sleep(window)  # let the seeding's window pass
         served.counts()
-        for tool, run in tools(formats):
+        for tool, run in tools(peers):
             time.sleep(window)  # a fresh window for each tool
             served.counts()
             result = run(served, key, work / f"ratelimit-{tool}")
@@ -497,7 +556,7 @@ def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pa
             "floor_seconds": floor, "tools": list(results), **results}
 
 
-def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path, formats: list[str],
+def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path, peers: list[str],
                 timeout: float) -> list[dict]:
     """One run per size and tool; a tool that does not finish within `timeout` s is killed and shown so."""
     points = []
@@ -506,19 +565,22 @@ def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path,
             s = main["summary"]
             names = ("bare", "ours", *main["peers"])
             points.append({"kols": size, "runs": len(main["runs"]), **{name: s[name]["seconds"] for name in names},
-                           "exits": {name: _first_failure(s[name]["exits"]) for name in names}})
+                           "exits": {name: _first_failure(s[name]["exits"]) for name in names},
+                           "errors": {name: s[name]["errors"][0] for name in names if s[name].get("errors")
+                                      and _first_failure(s[name]["exits"]) != 0}})
             continue
         directory = work / f"size-{size}"
         directory.mkdir()
         db, key = seed_service(directory, size / 100_000)
         with service(db, rate_limits_enabled=False) as served:
             measured = {"bare": run_bare(served, key, _catalog_walks(), timeout)}
-            for name, runner in tools(formats):
+            for name, runner in tools(peers):
                 measured[name] = runner(served, key, directory / name, timeout)
                 measured[name].pop("landed", None)
         done = lambda r: r.get("seconds") if r["exit"] == 0 else None  # noqa: E731
         points.append({"kols": size, "runs": 1, **{name: done(r) for name, r in measured.items()},
-                       "exits": {name: r["exit"] for name, r in measured.items()}})
+                       "exits": {name: r["exit"] for name, r in measured.items()},
+                       "errors": {name: r["error"] for name, r in measured.items() if r.get("error")}})
         shutil.rmtree(directory, ignore_errors=True)
         print(f"  {size} KOLs: " + ", ".join(_run_line(name, r) for name, r in measured.items()), flush=True)
     return sorted(points, key=lambda p: p["kols"])
@@ -589,7 +651,7 @@ def machine() -> dict:
 
 
 def aims(results: dict) -> list[tuple[str, str, str]]:
-    """(aim, pass/miss/VOID/not finished, the figures), the dlt aims once per loader file format."""
+    """(aim, pass/miss/VOID/not finished, the figures), the peer aims once per peer (each dlt format, PyAirbyte)."""
     out = []
     compare = results.get("compare")
     at = results["kols"]
@@ -602,14 +664,14 @@ def aims(results: dict) -> list[tuple[str, str, str]]:
             if not s[peer]["finished"]:
                 why = "; ".join(sorted({str(e) for e in s[peer]["exits"]}))
                 out.append((f"full sync >= 10x faster and <= 1/20 the peak RSS of {against} at 100k KOLs",
-                            "not comparable", f"dlt finished no run ({why})"))
+                            "not comparable", f"{peer} finished no run ({why})"))
                 continue
             speed = _ratio(s[peer]["seconds"], s["ours"]["seconds"])
             rss = _ratio(s["ours"]["peak_rss_mb"], s[peer]["peak_rss_mb"])
             out.append((f"full sync >= 10x faster than {against} at 100k KOLs", _verdict(bool(speed and speed >= 10), void),
-                        f"dlt / ours wall time {speed:.1f}x{scale_note}" if speed else "no figure"))
+                        f"{peer} / ours wall time {speed:.1f}x{scale_note}" if speed else "no figure"))
             out.append((f"peak RSS <= 1/20 of {against} at 100k KOLs", _verdict(bool(rss and rss <= 1 / 20), void),
-                        f"ours / dlt peak RSS {rss:.3f} (1/{1 / rss:.1f}){scale_note}" if rss else "no figure"))
+                        f"ours / {peer} peak RSS {rss:.3f} (1/{1 / rss:.1f}){scale_note}" if rss else "no figure"))
         bare = _ratio(s["ours"]["seconds"], s["bare"]["seconds"])
         out.append(("full sync within 1.3x of the bare fetch loop", "pass" if bare and bare <= 1.3 else "miss",
                     f"ours / bare {bare:.2f}{scale_note}" if bare else "no figure"))
@@ -646,7 +708,7 @@ def fmt(value, unit: str = "", digits: int = 1) -> str:
 def write_page(results: dict, chart: str | None) -> str:
     m = results["machine"]
     v = m["versions"]
-    lines = ["# Benchmarks: our sync beside dlt", ""]
+    lines = ["# Benchmarks: our sync beside dlt and PyAirbyte", ""]
     if results["quick"]:
         lines += ["> **Quick smoke run** (`--quick`: 10,000 KOLs, 2 runs): it proves the harness end to end; "
                   "its figures are not the ones the aims are about. The full run replaces this page.", ""]
@@ -657,7 +719,9 @@ def write_page(results: dict, chart: str | None) -> str:
         "What the figures mean, and why each missed aim is missed: [benchmarks-findings.md](benchmarks-findings.md).",
         "",
         f"Machine: {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['cpu']}; {m['os']}. "
-        f"Python {v['python']}, dagster {v['dagster']}, duckdb {v['duckdb']}, dlt {v['dlt']}, httpx {v['httpx']}.",
+        f"Python {v['python']}, dagster {v['dagster']}, duckdb {v['duckdb']}, dlt {v['dlt']}, httpx {v['httpx']}"
+        + (f"; {results['airbyte']['package']} in its own venv (it pins another DuckDB)."
+           if results.get("airbyte", {}).get("ready") else "."),
         f"Dataset: {results['kols']:,} KOLs; campaigns, products, signals and events scaled as in "
         "`benchmarks/nightly_sync.py` (5%, 0.5%, 100%, 2% of the KOLs); some KOLs archived by the seed.",
         "",
@@ -666,13 +730,12 @@ def write_page(results: dict, chart: str | None) -> str:
         "as in nightly_sync.py); peak RSS is the child's own high-water mark (VmHWM, not `ru_maxrss`, which "
         "a vforked child inherits from its parent: benchmarks/memory.py), for dlt the larger of it and its "
         "workers'; HTTP requests are counted by the service itself (every request received: retries, 429s "
-        "and faulted attempts included). Ours is `run_sync` with KOL detail enrichment off; dlt is "
-        "`benchmarks/peer_dlt.py` (rest_api source as dlt's docs configure it, merge on id, into DuckDB), once "
-        "per loader file format: " + ", ".join(f"`{f}`" for f in _listed(results.get("dlt_format", "default")))
-        + "; the floor is nightly_sync.py's bare concurrent fetch loop (every page fetched and dropped). Runs "
-        "alternate bare, ours, then each dlt. Medians are over finished runs; a child whose resident memory "
-        "(with its children) passes 60% of the machine's RAM is killed and counted as not finished.",
+        "and faulted attempts included). Ours is `run_sync` with KOL detail enrichment off (so no peer fetches "
+        "details either); the floor is nightly_sync.py's bare concurrent fetch loop (every page fetched and "
+        "dropped). Runs alternate bare, ours, then each peer. Medians are over finished runs; a child whose "
+        "resident memory (with its children) passes 60% of the machine's RAM is killed and counted as not finished.",
         "",
+        *_peer_lines(results),
         "## Aims",
         "",
         "| aim | result | figures |",
@@ -690,10 +753,11 @@ def write_page(results: dict, chart: str | None) -> str:
             x = s[name]
             lines.append(f"| {label} | {fmt(x['seconds'], ' s', 2)} | {fmt(x['peak_rss_mb'], ' MB', 0)} | "
                          f"{fmt(x['requests'])} | {x['finished']}/{len(compare['runs'])} |")
-        unfinished = {name: sorted({str(e) for e in s[name]["exits"] if e != 0}) for name in ("ours", *peers)}
-        for name, exits in unfinished.items():
-            if exits:
-                lines += ["", f"{name} did not finish every run: {'; '.join(exits)}"]
+        unfinished = {name: sorted({str(e) for e in s[name]["exits"] if e != 0} | set(s[name].get("errors", [])))
+                      for name in ("ours", *peers)}
+        for name, why in unfinished.items():
+            if why:
+                lines += ["", f"{name} did not finish every run: {'; '.join(why)}"]
         lines += ["", "Ratios per pair, run by run (finished runs only):", ""]
         lines += [f"- {k.replace('_', ' ')}: " + (", ".join(fmt(x, '', 2) for x in vals) or "no finished run")
                   for k, vals in s["ratios"].items()]
@@ -714,7 +778,7 @@ def write_page(results: dict, chart: str | None) -> str:
                   "service, not landed), extra, doubled (an id landed twice), stale (another updated_at or "
                   "archived flag than the service's at the end: a snapshot read while rows change is expected to "
                   "have some, as many as changed after their page was read). In flux: the rows the tool itself reports as "
-                  "created or archived while it paged (ours names them in its run metadata, `rows_in_flux`; dlt "
+                  "created or archived while it paged (ours names them in its run metadata, `rows_in_flux`; the peers "
                   "cannot tell).", "",
                   "| scenario | tool | finished | time | requests (server) | missing | extra | doubled | stale | in flux (reported) |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
@@ -768,6 +832,10 @@ def write_page(results: dict, chart: str | None) -> str:
                 cells.append(fmt(p.get(name), " s", 2) if p.get(name) is not None
                              else ("-" if exit_ == 0 else f"not finished ({exit_})"))
             lines.append(f"| {p['kols']:,} | " + " | ".join(cells) + f" | {p['runs']} |")
+        failures = [(p["kols"], name, why) for p in sizes for name, why in p.get("errors", {}).items()]
+        if failures:
+            lines += ["", "Why a tool did not finish:", ""]
+            lines += [f"- {name} at {kols:,} KOLs: {why}" for kols, name, why in failures]
     ours = results.get("ours")
     if ours:
         lines += ["", "## Our own figures", "", "Each script run as it is, its last printed lines quoted.", ""]
@@ -783,19 +851,41 @@ def write_page(results: dict, chart: str | None) -> str:
     lines += _lake_s3_section()
     lines += _written_section("benchmarks-table-format.md")
     lines += ["", "## Caveats", "",
-              "- dlt runs with its defaults (no worker or buffer tuning), as its docs configure a page-number API; "
-              "it does not sort the lists (our sync walks them by created_at ascending), and it reads the three "
-              "lists without total_pages until an empty page (one request more each).",
+              "- The peers' extract threads (dlt) and concurrency level (PyAirbyte) equal the requests our sync and the "
+              f"bare loop keep in flight ({CONCURRENCY}); dlt pages one list at a time per resource, PyAirbyte one "
+              "partition at a time: neither fetches pages of one list side by side, as ours and the floor do. Neither "
+              "sorts the lists (our sync walks them by created_at ascending).",
               "- dlt's loader file format decides most of its cost: with its default for DuckDB (insert_values, "
               "SQL INSERT statements) the load stage dominates time and memory; dlt's DuckDB page suggests parquet "
-              "for speed. Both are measured as peers of their own; the aims are checked against each.",
+              "for speed, measured by default (`--dlt-format` names others, each a peer of its own).",
+              "- PyAirbyte keeps only the fields its stream schemas declare (benchmarks/peer_airbyte.yaml declares "
+              "every field of spec section 2's list items); its cache keeps nested objects and lists as JSON columns. "
+              "Its merge (SQL MERGE of a read's rows into the cache table) matches rows already in the cache, not two "
+              "rows of one read: a KOL archived between the reads of the two `kols` partitions lands twice (hostile, "
+              "churn: doubled).",
               "- dlt's rows: its `kols` table gets archived KOLs from a second resource (is_archived=true) "
               "merged into the same table; nested lists land in child tables (kols__tags, ...), which are not "
               "compared. Only the four parent tables' rows are compared.",
               "- Our sync's figures are its whole job (lake Parquet, warehouse merges, analytics.duckdb "
-              "published, checks); dlt's are extract, normalize and load into one DuckDB file.",
+              "published, checks); dlt's are extract, normalize and load into one DuckDB file; PyAirbyte's are "
+              "the read into its local files and the load into its DuckDB cache.",
               "- Raw figures: `docs/benchmarks.json`."]
     return "\n".join(lines) + "\n"
+
+
+def _peer_lines(results: dict) -> list[str]:
+    """The peers as they were configured for the figures shown, and a peer that could not run, with why."""
+    setups = results.get("peer_setup")
+    if not setups:  # figures measured before the peers were tuned
+        return ["Peers: dlt's `benchmarks/peer_dlt.py` as dlt's docs configure rest_api (its default workers), once "
+                "per loader file format: " + ", ".join(f"`{f}`" for f in _listed(results.get("dlt_format", "default")))
+                + ".", ""]
+    lines = [f"Peers, each configured at its best for {results['machine']['cores']} cores (issue 22):", ""]
+    lines += [f"- {peer_label(name)}: {setup}." for name, setup in setups.items()]
+    airbyte = results.get("airbyte", {})
+    if airbyte and not airbyte.get("ready"):
+        lines.append(f"- PyAirbyte did not run: {airbyte['why']}.")
+    return [*lines, ""]
 
 
 def _receivers_section() -> list[str]:
@@ -834,6 +924,9 @@ def _crm_matching_section() -> list[str]:
     if not path.exists():
         return []
     figures = json.loads(path.read_text())
+    written = _crm_written(figures)
+    if written:
+        return written
     lines = ["", "## CRM probable matches (issue 23)", "",
              "`benchmarks/crm_matching.py` (data set: `benchmarks/crm_people.py`; method and the choice of the threshold: "
              "docs/crm-decisions-reconciliation.md). Aims: precision >= 0.98 at recall >= 0.90; <= 30 s and <= 2 GB at "
@@ -868,6 +961,24 @@ def _crm_matching_section() -> list[str]:
                   f"(CPU {scale['cpu']} s), peak RSS {scale['peak_rss_mb']} MB."
                   + (f" {scale['note']}" if scale.get("note") else "")]
     return lines
+
+
+def _crm_written(figures: dict) -> list[str]:
+    """The CRM section as written by hand (docs/benchmarks-crm-matching.md: figures the JSON does not hold, such as
+    the before/after rows and how the threshold came to be), while it quotes every measurement the JSON holds;
+    once the JSON has a newer one, the section is rendered from the JSON again and the hand-written one is named
+    as out of date."""
+    path = DOCS / "benchmarks-crm-matching.md"
+    if not path.exists():
+        return []
+    text = path.read_text()
+    dates = {part["date"] for part in figures.values() if isinstance(part, dict) and "date" in part}
+    stale = sorted(date for date in dates if date not in text)
+    if stale:
+        print(f"docs/benchmarks-crm-matching.md does not quote the CRM figures of {', '.join(stale)}: the CRM "
+              "section is rendered from docs/benchmarks-crm-matching.json; edit the .md again", file=sys.stderr)
+        return []
+    return text.splitlines()
 
 
 def _crm_choice(figures: dict) -> str:
@@ -915,7 +1026,7 @@ def _lake_s3_section() -> list[str]:
 
 
 def _size_tools(sizes: list[dict]) -> list[str]:
-    names = ["ours"] + sorted({k for p in sizes for k in p if k.startswith("dlt")}) + ["bare"]
+    names = ["ours"] + sorted({k for p in sizes for k in p if k.startswith("dlt")}) + [AIRBYTE_PEER, "bare"]
     return [n for n in names if any(n in p for p in sizes)]
 
 
@@ -947,7 +1058,7 @@ def write_chart(sizes: list[dict]) -> str | None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(top=ax.get_ylim()[1] * 1.5)  # room for the not-finished labels
-    ax.set_xticks(xs, [f"{x // 1000:,}k" for x in xs])
+    ax.set_xticks(xs, [f"{x / 1e6:g}M" if x >= 1_000_000 else f"{x / 1e3:g}k" for x in xs])
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
@@ -971,13 +1082,13 @@ def print_table(results: dict) -> None:
     if compare:
         s = compare["summary"]
         print("\n== full sync, medians ==")
-        print(f"  {'':12} {'seconds':>9} {'peak MB':>9} {'requests':>9} finished")
+        print(f"  {'':18} {'seconds':>9} {'peak MB':>9} {'requests':>9} finished")
         for name in ("ours", *compare["peers"], "bare"):
             x = s[name]
-            print(f"  {name:12} {fmt(x['seconds'], '', 2):>9} {fmt(x['peak_rss_mb'], '', 0):>9} "
+            print(f"  {name:18} {fmt(x['seconds'], '', 2):>9} {fmt(x['peak_rss_mb'], '', 0):>9} "
                   f"{fmt(x['requests']):>9} {x['finished']}/{len(compare['runs'])}")
         for name in ("ours", *compare["peers"]):
-            print(f"  rows {name:12} {s[name]['rows']}")
+            print(f"  rows {name:18} {s[name]['rows']}")
 
 
 FORMATS = ("default", "parquet", "jsonl", "insert_values")
@@ -990,6 +1101,19 @@ def _formats(value: str, option: str) -> list[str]:
         raise SystemExit(f"{option}: unknown loader file format {', '.join(unknown) or '(none)'}; "
                          f"choose from {', '.join(FORMATS)}")
     return formats
+
+
+def _airbyte_peer(left_out: bool) -> dict:
+    """Whether PyAirbyte runs in this invocation, and why not: its venv is made here, before any measurement."""
+    if left_out:
+        return {"ready": False, "why": "left out with --no-airbyte"}
+    try:
+        python = peer_airbyte.ensure_venv()
+    except (SystemExit, OSError, subprocess.CalledProcessError) as error:
+        why = f"its venv could not be made: {error}"
+        print(f"PyAirbyte left out: {why}", flush=True)
+        return {"ready": False, "why": why}
+    return {"ready": True, "python": str(python), "package": peer_airbyte.AIRBYTE}
 
 
 def main() -> None:
@@ -1008,12 +1132,17 @@ def main() -> None:
     parser.add_argument("--rate-window", type=float, default=2.0, help="rate window in seconds (default 2)")
     parser.add_argument("--churn", type=float, default=CHURN_PER_SECOND,
                         help=f"KOLs created and archived per second in the churn scenario (default {CHURN_PER_SECOND:g})")
-    parser.add_argument("--dlt-format", default="default,parquet",
+    parser.add_argument("--dlt-format", default="parquet",
                         help="dlt's loader_file_format(s) in compare and sizes, comma-separated, each a peer of its "
-                             f"own ({', '.join(FORMATS)}; default: default,parquet: dlt's own default for DuckDB, "
-                             "insert_values, and parquet, which dlt's DuckDB page suggests)")
+                             f"own ({', '.join(FORMATS)}; default: parquet, which dlt's DuckDB page suggests; "
+                             "`default` is dlt's own default for DuckDB, insert_values)")
     parser.add_argument("--hostile-dlt-format", default="parquet",
                         help="the same for hostile and ratelimit (default parquet)")
+    parser.add_argument("--dlt-plain", action="store_true",
+                        help="also dlt untuned (no parallelized, dlt's default workers), a peer of its own per "
+                             "--dlt-format (`dlt-parquet-plain`), in compare and sizes: whether the tuning pays here")
+    parser.add_argument("--no-airbyte", action="store_true",
+                        help=f"leave PyAirbyte out (else its venv is made on first use: {peer_airbyte.venv_dir()})")
     parser.add_argument("--merge", action="store_true",
                         help="keep the sections of docs/benchmarks.json this run does not measure (a full run in parts)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
@@ -1043,6 +1172,10 @@ def main() -> None:
         import dlt  # noqa: F401
     except ImportError:
         raise SystemExit("dlt is missing: .venv/bin/pip install -q -e '.[dev,bench]'") from None
+    airbyte = _airbyte_peer(args.no_airbyte)
+    peers = [*map(peer_name, formats), *(f"{peer_name(f)}-plain" for f in formats if args.dlt_plain),
+             *([AIRBYTE_PEER] if airbyte["ready"] else [])]
+    hostile_peers = [*map(peer_name, hostile_formats), *([AIRBYTE_PEER] if airbyte["ready"] else [])]
 
     started = time.perf_counter()
     command = shlex.join(["python", "-m", "benchmarks", *sys.argv[1:]])
@@ -1055,7 +1188,9 @@ def main() -> None:
     commands = [c for c in results.get("commands", [results["command"]] if "command" in results else [])]
     results.update({"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "command": command,
                     "commands": commands + [command], "quick": args.quick, "kols": args.kols, "runs": args.runs,
-                    "machine": machine(), "dlt_format": formats, "hostile_dlt_format": hostile_formats})
+                    "machine": machine(), "dlt_format": formats, "hostile_dlt_format": hostile_formats,
+                    "airbyte": airbyte})
+    results.setdefault("peer_setup", {}).update(peer_setup(sorted(set(peers) | set(hostile_peers))))
     results["benchmarks"] = sorted(set(results.get("benchmarks", [])) | set(only), key=BENCHMARKS.index)
 
     def save(section: str, value) -> None:
@@ -1071,20 +1206,20 @@ def main() -> None:
             (work / "main").mkdir()
             db, key = seed_service(work / "main", args.kols / 100_000)
         if "compare" in only:
-            print(f"\n== compare: ours, {', '.join(map(peer_name, formats))}, bare at {args.kols:,} KOLs, "
+            print(f"\n== compare: ours, {', '.join(peers)}, bare at {args.kols:,} KOLs, "
                   f"{args.runs} runs ==", flush=True)
-            save("compare", bench_compare(db, key, args.runs, work, formats))
+            save("compare", bench_compare(db, key, args.runs, work, peers))
         if "hostile" in only:
             print("\n== hostile servers ==", flush=True)
-            save("hostile", bench_hostile(db, key, work, args.churn, hostile_formats))
+            save("hostile", bench_hostile(db, key, work, args.churn, hostile_peers))
         if "ratelimit" in only:
             print(f"\n== rate limit: plan {args.rate_plan}, {args.rate_window:g} s window ==", flush=True)
             pages = results.get("compare", {}).get("summary", {}).get("bare", {}).get("requests")
             save("ratelimit", bench_ratelimit(db, key, work, args.rate_window, args.rate_plan,
-                                              int(pages) if pages else None, hostile_formats))
+                                              int(pages) if pages else None, hostile_peers))
         if "sizes" in only:
             print(f"\n== sizes {sizes} ==", flush=True)
-            save("sizes", bench_sizes(sizes, results.get("compare"), args.kols, work, formats, args.size_timeout))
+            save("sizes", bench_sizes(sizes, results.get("compare"), args.kols, work, peers, args.size_timeout))
         if "ours" in only:
             print("\n== our own benchmark scripts ==", flush=True)
             save("ours", bench_ours(args, work))

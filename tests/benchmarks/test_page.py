@@ -37,6 +37,13 @@ def results(ours=(10.0, 450.0), peer=(120.0, 9_500.0), bare=8.0, void=(), peer_e
     }
 
 
+def renderable(figures: dict) -> dict:
+    """Figures with what the page's header needs (machine, date, command)."""
+    versions = {"python": "3.11", "dagster": "1.13", "duckdb": "2.0", "dlt": "1.31.0", "httpx": "0.28"}
+    return {**figures, "date": "2026-11-24 18:00 UTC", "command": "python -m benchmarks", "quick": False,
+            "machine": {"cores": 2, "ram_gib": 8.0, "cpu": "test", "os": "Linux", "versions": versions}}
+
+
 def verdicts(figures: dict) -> dict[str, str]:
     return {aim: verdict for aim, verdict, _ in aims(figures)}
 
@@ -80,3 +87,34 @@ def test_the_committed_page_renders_from_its_figures_with_every_aim_and_a_missed
         assert f"| {aim} | **{verdict}** |" in page
     assert figures["command"] in page
     assert "![sync wall time against KOLs](benchmarks-sync-time.png)" in page
+
+
+def test_a_size_a_peer_did_not_finish_says_why_with_its_error():
+    figures = renderable({"kols": 100_000})
+    figures["sizes"] = [{"kols": 1_000_000, "runs": 1, "bare": 60.0, "ours": 90.0, "airbyte": None,
+                         "exits": {"bare": 0, "ours": 0, "airbyte": 1},
+                         "errors": {"airbyte": "duckdb.OutOfMemoryException: could not allocate block"}}]
+
+    page = write_page(figures, None)
+
+    assert "| 1,000,000 | 90.00 s | not finished (1) | 60.00 s | 1 |" in page
+    assert "- airbyte at 1,000,000 KOLs: duckdb.OutOfMemoryException: could not allocate block" in page
+
+
+def test_the_hand_written_crm_section_is_kept_until_the_crm_figures_are_newer(tmp_path, monkeypatch):
+    import benchmarks.__main__ as harness
+
+    monkeypatch.setattr(harness, "DOCS", tmp_path)
+    measured = {"date": "2026-11-24 16:38 UTC", "command": "python benchmarks/crm_matching.py scale --write",
+                "kols": 1000, "contacts": 1000, "runs": [1.0], "cpu": [1.0], "median_seconds": 1.0,
+                "peak_rss_mb": 100, "threads": 2, "memory_limit": "1GB"}
+    (tmp_path / "benchmarks-crm-matching.json").write_text(json.dumps({"scale": measured}))
+    (tmp_path / "benchmarks-crm-matching.md").write_text(
+        "\n## CRM probable matches (issue 23)\n\nScale, measured 2026-11-24 16:38 UTC: before and after, by hand.\n")
+
+    assert "before and after, by hand" in write_page(renderable({"kols": 100_000}), None)
+
+    (tmp_path / "benchmarks-crm-matching.json").write_text(json.dumps({"scale": {**measured, "date": "2026-11-25 09:00 UTC"}}))
+    page = write_page(renderable({"kols": 100_000}), None)
+    assert "before and after, by hand" not in page
+    assert "Scale, measured 2026-11-25 09:00 UTC" in page
