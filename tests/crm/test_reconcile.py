@@ -119,6 +119,22 @@ def test_custom_rule_compares_a_key_of_the_custom_json():
     assert json.loads(differences) == [{"field": "tier", "kol_value": "tier_1", "crm_value": "tier_2"}]
 
 
+def test_differences_json_keeps_quotes_backslashes_accents_and_missing_values():
+    kols = make_kols(1)
+    conn = duckdb.connect()
+    load(conn, kols, [])
+    conn.execute("INSERT INTO contacts (crm_id, email, first_name, last_name, title, custom) VALUES "
+                 "('003A', ?, 'Anna', 'Smith', 'Head \"Neuro\" \\ Ünit', '{}')", [kols[0]["email"]])
+    conn.execute("CREATE OR REPLACE TABLE kols AS SELECT * REPLACE ('Chef de service' AS title), 'tier_1' AS tier FROM kols")
+    rules = [DEFAULT_RULES[0], FieldRule("title", "title", "text", "kol"),
+             FieldRule("tier", "custom.Tier__c", "text", "kol", name='tier "A"')]
+    reconcile(conn, "kols", "contacts", rules, run_id="escapes")
+    differences = conn.execute(f"SELECT differences::VARCHAR FROM {RESULT_TABLE}").fetchone()[0]
+    assert json.loads(differences) == [
+        {"field": "title", "kol_value": "Chef de service", "crm_value": 'Head "Neuro" \\ Ünit'},
+        {"field": 'tier "A"', "kol_value": "tier_1", "crm_value": None}]
+
+
 def test_runs_table_appends_and_result_is_replaced(reconciled):
     conn, _, _ = reconciled
     reconcile(conn, "kols", "contacts", run_id="run-2")
