@@ -101,3 +101,41 @@ def test_colleagues_with_another_name_are_not_one_person_while_a_true_pair_there
     score, reasons = scores[("k1", "c5")]
     assert reasons[2]["level"].startswith("numbered") and reasons[2]["bits"] < 0
     assert score < scores[("k1", "c4")][0]
+
+
+def test_reach_filter_keeps_every_pair_at_or_above_the_minimum_and_drops_those_far_below(conn):
+    """The first stage's upper bound never drops a pair score() would keep: for each score present as the
+    minimum, the filtered scoring returns exactly the pairs at or above it (a pair at the minimum included); a
+    pair just above 0.9 is still scored there, while a namesake at another institution, city and department (far below 0.9) does not reach the full score at all."""
+    conn.execute("""CREATE TABLE reach AS SELECT * FROM (VALUES
+      ('k1', 'Adeline Mielcarek', NULL, NULL, 'a.mielcarek@klinikum-osterburg.de', '+49 32 324 4605', 'Klinikum Osterburg', 'Osterburg', 'DE', 'Oncology'),
+      ('c1', NULL, 'Mielcarek', 'Adeline', 'adeline.m77@gmail.com', '032 324 4605', 'Klinikum Osterburg', 'Osterburg', 'DE', 'Oncology'),
+      ('c2', NULL, 'Mielcarek', 'Adelin', 'amielcarek@gmail.com', NULL, 'Klinikum Osterburg', 'Osterburg', 'DE', NULL),
+      ('c3', NULL, 'Mielcarek', 'A', 'a.mielcarek@uk-halle.de', '0345 557 1234', 'Universitätsklinikum Halle', 'Halle', 'DE', 'Oncology'),
+      ('c4', NULL, 'Mielcarek', 'Adeline', NULL, NULL, 'Klinikum Passau', 'Passau', 'DE', 'Cardiology'),
+      ('c5', NULL, 'Mohaupt', 'Adeline', 'a.mohaupt@klinikum-osterburg.de', '032 970 2551', 'Klinikum Osterburg', 'Osterburg', 'DE', 'Oncology'),
+      ('c6', NULL, 'Mielczarek', 'Adeline', NULL, NULL, 'Klinikum Osterburg', 'Osterburg', 'DE', 'Oncology'),
+      ('c7', NULL, 'Mielcarek', 'Ada', NULL, NULL, 'Klinikum Osterburg', 'Osterburg', 'DE', NULL))
+      t(id, full_name, last, first, email, phone, institution, city, country, department)
+      UNION ALL SELECT 'x' || i, NULL, 'Last' || i, 'First' || (i % 40), NULL, NULL, 'Clinic ' || i, NULL, 'DE', NULL
+      FROM range(400) r(i)""")
+    source = ("SELECT id, full_name, first, last, email, phone, institution, city, country, department, NULL AS title, "
+              "NULL::TIMESTAMPTZ AS last_modified, NULL AS external_id, NULL::INT AS completeness FROM reach")
+    features.build(conn, "_reach", source)
+    probable.frequencies(conn, "_reach")
+    conn.execute("CREATE TABLE _reach_pairs AS SELECT k.rid AS a, c.rid AS b FROM _reach k, _reach c "
+                 "WHERE k.id = 'k1' AND starts_with(c.id, 'c')")
+    prior = probable.prior_bits(0.5, 5000)  # a prior that spreads these scores over 0..1
+    probable.score(conn, "_reach_pairs", "_reach", "_reach", prior, "_reach_all")  # min_score 0: no first stage
+    every = dict(((a, b), s) for a, b, s in conn.execute("SELECT a, b, score FROM _reach_all").fetchall())
+    assert every[("k1", "c1")] > 0.99 and 0.9 < every[("k1", "c6")] < 0.99 and every[("k1", "c4")] < 0.01
+    for minimum in sorted({s for s in every.values() if 0 < s < 1}):
+        probable.score(conn, "_reach_pairs", "_reach", "_reach", prior, "_reach_kept", min_score=minimum)
+        kept = {(a, b) for a, b in conn.execute("SELECT a, b FROM _reach_kept").fetchall()}
+        assert kept == {pair for pair, s in every.items() if s >= minimum}, minimum
+    needed = probable.math.log2(0.9 / 0.1) - prior
+    reached = probable._within_reach(conn, "_reach_pairs", "_reach", "_reach", needed)
+    ids = {b for b, in conn.execute(f"SELECT c.id FROM {reached} r JOIN _reach c ON c.rid = r.b").fetchall()}
+    # the last name's typo just above 0.9 goes on to the full score; the namesake at another place, department
+    # and city cannot reach it
+    assert {"c1", "c6"} <= ids and "c4" not in ids
