@@ -72,6 +72,29 @@ U_FLOOR = {"first": 1e-3, "last": 2e-4, "phone": 1e-5, "institution": 5e-4}
 CAP = {"first": 7.0, "last": 11.0, "phone": 12.0, "institution": 9.0}
 
 
+# Levels of place (institution similarity, city, country) and role, over a_/b_ columns and inst_sim, title_sim.
+_PLACE_LEVELS = """
+    CASE WHEN inst_sim >= 0.9 THEN 'same_institution' WHEN inst_sim >= 0.85 THEN 'similar_institution'
+         WHEN a_city IS NOT NULL AND a_city = b_city THEN 'same_city'
+         WHEN a_country IS NOT NULL AND b_country IS NOT NULL AND a_country <> b_country THEN 'other_country'
+         WHEN inst_sim IS NOT NULL THEN 'other_institution' ELSE 'missing' END AS place_level,
+    CASE WHEN a_dept IS NULL OR b_dept IS NULL THEN 'missing' WHEN a_dept = b_dept THEN 'equal' ELSE 'differ' END
+      AS dept_level,
+    CASE WHEN title_sim IS NULL THEN 'missing' WHEN title_sim >= 0.999 THEN 'equal' WHEN title_sim >= 0.8 THEN 'similar'
+         ELSE 'differ' END AS title_level"""
+_ROLE_WEIGHT = f"""(CASE dept_level WHEN 'equal' THEN {W["department_equal"]} WHEN 'differ' THEN {W["department_differ"]} ELSE 0 END
+      + CASE title_level WHEN 'equal' THEN CASE WHEN dept_level = 'equal' THEN {W["title_equal_same_department"]}
+                                                ELSE {W["title_equal"]} END WHEN 'similar' THEN {W["title_similar"]}
+             WHEN 'differ' THEN {W["title_differ"]} ELSE 0 END)"""
+
+
+def _place_weight(same_institution: str) -> str:
+    """The place's weight from place_level; `same_institution`: SQL of that level's weight."""
+    return f"""(CASE place_level WHEN 'same_institution' THEN {same_institution}
+         WHEN 'similar_institution' THEN {W["institution_similar"]} WHEN 'same_city' THEN {W["city_equal"]}
+         WHEN 'other_country' THEN {W["country_differ"]} WHEN 'other_institution' THEN {W["place_differ"]} ELSE 0 END)"""
+
+
 def keys(conn: duckdb.DuckDBPyConnection, table: str, spelled_names: bool = False) -> None:
     """TEMP table {table}_keys (rid, key, probe): the blocking keys of a feature table. Keys starting
     'i' (last name code + first initial) block only with a record that gives just an initial (probe).
@@ -196,12 +219,71 @@ def _exact(kind: str, u_sql: str) -> str:
     return f"least({CAP[kind]}, log2({M_EXACT[kind]} / greatest(coalesce({u_sql}, 0), {U_FLOOR[kind]})))"
 
 
+def _within_reach(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str, needed: float) -> str:
+    """TEMP table _pm_reach (a, b): the pairs of `pair_table` whose score can reach `needed` bits, from an
+    upper bound of the score built from equalities and the similarity table only (no list, no edit
+    distance), in a join of the narrow columns; returns its name. Each field's bound is at least what
+    score() can give it:
+
+    - name: an equal first name weighs its exact weight (or an initial's), any other at most the first
+      name's cap (a nickname, a typo, or an email spelling it, which counts as exact); the last name alike;
+      a swap at most both exact weights less the swap's cost;
+    - phone: equal at most its cap, else exactly its level; email: equal 14, an equal local part at most
+      local_other, a local part one or two characters longer or shorter, or with the same letters, at most
+      local_similar, any other is 'differ' or 'numbered' (less); the domain exactly;
+    - place and role exactly (their levels need only equalities and the similarity table);
+    - the colleagues rule only lowers a score, so it is left out.
+    The pairs scored below `needed` are the only ones dropped, so no decision changes; score() computes
+    every remaining pair in full."""
+    webmail = "[" + ", ".join(f"'{d}'" for d in features.WEBMAIL) + "]"
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _pm_reach AS
+WITH j AS (
+  SELECT p.a, p.b, a.fn = b.fn AS same_first, a.initial_only OR b.initial_only AS initial, a.ln = b.ln AS same_last,
+         {_exact("first", "tf.u")} AS ef, {_exact("last", "tl.u")} AS el,
+         CASE WHEN a.phone IS NULL OR b.phone IS NULL THEN 0 WHEN a.phone = b.phone THEN {CAP["phone"]}
+              ELSE {W["phone_differ"]} END AS w_phone,
+         CASE WHEN a.email IS NULL OR b.email IS NULL THEN 0
+              WHEN a.email = b.email THEN {W["email_equal"]}
+              WHEN a.em_local = b.em_local THEN greatest({W["local_other"]}, {W["local_named"]})
+              WHEN coalesce(abs(length(a.em_local) - length(b.em_local)) <= 2 OR a.em_letters = b.em_letters, true)
+                THEN greatest({W["local_similar"]}, {W["local_named"]}, {W["email_differ"]})
+              ELSE greatest({W["email_differ"]}, {W["local_numbered"]}) END
+         + CASE WHEN a.em_domain IS NULL OR b.em_domain IS NULL OR a.email = b.email THEN 0
+                WHEN a.em_domain = b.em_domain THEN CASE WHEN list_contains({webmail}, a.em_domain) THEN 0
+                                                         ELSE {W["domain_equal"]} END
+                ELSE {W["domain_differ"]} END AS w_email,
+         a.inst AS a_inst, b.inst AS b_inst, a.city AS a_city, b.city AS b_city, a.country AS a_country,
+         b.country AS b_country, a.dept AS a_dept, b.dept AS b_dept,
+         CASE WHEN a.inst IS NULL OR b.inst IS NULL THEN NULL WHEN a.inst = b.inst THEN 1.0 ELSE coalesce(si.sim, 0) END
+           AS inst_sim,
+         CASE WHEN a.title IS NULL OR b.title IS NULL THEN NULL WHEN a.title = b.title THEN 1.0 ELSE coalesce(st.sim, 0) END
+           AS title_sim
+  FROM {pair_table} p JOIN {left} a ON a.rid = p.a JOIN {right} b ON b.rid = p.b
+  LEFT JOIN pm_sim si ON si.x = a.inst AND si.y = b.inst LEFT JOIN pm_sim st ON st.x = a.title AND st.y = b.title
+  LEFT JOIN pm_tf_fn tf ON tf.v = a.fn LEFT JOIN pm_tf_ln tl ON tl.v = a.ln
+),
+placed AS (SELECT *, {_PLACE_LEVELS} FROM j)
+SELECT a, b FROM placed
+WHERE greatest(CASE WHEN coalesce(same_first, false) THEN CASE WHEN initial THEN greatest(ef, {W["first_initial"]}) ELSE ef END
+                    ELSE {CAP["first"]} END
+               + CASE WHEN coalesce(same_last, false) THEN el ELSE {CAP["last"]} END,
+               ef + el + {W["swapped"]})
+      + w_phone + w_email + {_place_weight(str(CAP["institution"]))} + {_ROLE_WEIGHT}
+      >= {needed}""")
+    return "_pm_reach"
+
+
 def score(conn: duckdb.DuckDBPyConnection, pair_table: str, left: str, right: str, prior: float, out: str,
           min_score: float = 0.0, reasons_from: float | None = None) -> None:
     """TEMP table `out` (a, b, bits, score, reasons JSON) of the pairs of `pair_table` scoring at least
     `min_score`; the reasons only where the score reaches `reasons_from` (None: nowhere). Most pairs score
     near 0 and their JSON would cost more than all the rest."""
     _text_similarity(conn, pair_table, left, right)
+    # the least unrounded score shown as min_score (scores are rounded to 4 decimals), less a float's noise
+    lowest = min_score - 0.00005
+    if 0 < lowest < 1:
+        pair_table = _within_reach(conn, pair_table, left, right, math.log2(lowest / (1 - lowest)) - prior - 1e-6)
     webmail = "[" + ", ".join(f"'{d}'" for d in features.WEBMAIL) + "]"
     jw = "jaro_winkler_similarity"
     conn.execute(f"""
@@ -257,18 +339,7 @@ levels AS (
       AS title_sim
   FROM j LEFT JOIN pm_sim si ON si.x = j.a_inst AND si.y = j.b_inst LEFT JOIN pm_sim st ON st.x = j.a_title AND st.y = j.b_title
 ),
-placed AS (
-  SELECT *,
-    CASE WHEN inst_sim >= 0.9 THEN 'same_institution' WHEN inst_sim >= 0.85 THEN 'similar_institution'
-         WHEN a_city IS NOT NULL AND a_city = b_city THEN 'same_city'
-         WHEN a_country IS NOT NULL AND b_country IS NOT NULL AND a_country <> b_country THEN 'other_country'
-         WHEN inst_sim IS NOT NULL THEN 'other_institution' ELSE 'missing' END AS place_level,
-    CASE WHEN a_dept IS NULL OR b_dept IS NULL THEN 'missing' WHEN a_dept = b_dept THEN 'equal' ELSE 'differ' END
-      AS dept_level,
-    CASE WHEN title_sim IS NULL THEN 'missing' WHEN title_sim >= 0.999 THEN 'equal' WHEN title_sim >= 0.8 THEN 'similar'
-         ELSE 'differ' END AS title_level
-  FROM levels
-),
+placed AS (SELECT *, {_PLACE_LEVELS} FROM levels),
 weighed AS (
   SELECT p.*,
     CASE WHEN first_level = 'exact' OR coalesce(mail_first, false) THEN {_exact("first", "tf.u")}
@@ -286,14 +357,7 @@ weighed AS (
          WHEN 'differ' THEN {W["email_differ"]} ELSE 0 END
       + CASE domain_level WHEN 'equal' THEN {W["domain_equal"]} WHEN 'differ' THEN {W["domain_differ"]} ELSE 0 END
       AS w_email,
-    CASE place_level WHEN 'same_institution' THEN {_exact("institution", "ti.u")}
-         WHEN 'similar_institution' THEN {W["institution_similar"]} WHEN 'same_city' THEN {W["city_equal"]}
-         WHEN 'other_country' THEN {W["country_differ"]} WHEN 'other_institution' THEN {W["place_differ"]} ELSE 0 END
-      AS w_place,
-    CASE dept_level WHEN 'equal' THEN {W["department_equal"]} WHEN 'differ' THEN {W["department_differ"]} ELSE 0 END
-      + CASE title_level WHEN 'equal' THEN CASE WHEN dept_level = 'equal' THEN {W["title_equal_same_department"]}
-                                                ELSE {W["title_equal"]} END WHEN 'similar' THEN {W["title_similar"]}
-             WHEN 'differ' THEN {W["title_differ"]} ELSE 0 END AS w_role
+    {_place_weight(_exact("institution", "ti.u"))} AS w_place, {_ROLE_WEIGHT} AS w_role
   FROM placed p
   LEFT JOIN pm_tf_fn tf ON tf.v = p.a_fn LEFT JOIN pm_tf_ln tl ON tl.v = p.a_ln
   LEFT JOIN pm_tf_phone tp ON tp.v = p.a_phone LEFT JOIN pm_tf_inst ti ON ti.v = p.a_inst
@@ -338,6 +402,7 @@ SELECT a, b, bits, score,
 FROM (SELECT *, round(w_name + w_phone + w_email + w_place + w_role, 2) AS bits,
              round(1 / (1 + pow(2, -({prior} + w_name + w_phone + w_email + w_place + w_role))), 4) AS score FROM judged)
 WHERE score >= {float(min_score)}""")
+    conn.execute("DROP TABLE IF EXISTS _pm_reach")
 
 
 def prior_bits(share: float, candidates: int) -> float:

@@ -105,18 +105,36 @@ def test_kols_sharing_an_email_are_duplicate_in_kols_and_archived_kols_are_left_
     assert result.kols == 3 and result.contacts == 0
 
 
-def test_custom_rule_compares_a_key_of_the_custom_json():
+def anna_smith(title: str | None, custom: str) -> duckdb.DuckDBPyConnection:
+    """One KOL (Anna Smith, with a 'tier' column 'tier_1') and her contact under her email, with `title` and `custom`."""
     kols = make_kols(1)
     conn = duckdb.connect()
     load(conn, kols, [])
-    conn.execute("INSERT INTO contacts (crm_id, email, first_name, last_name, custom) VALUES "
-                 "('003A', ?, 'Anna', 'Smith', '{\"Tier__c\": \"tier_2\"}')", [kols[0]["email"]])
+    conn.execute("INSERT INTO contacts (crm_id, email, first_name, last_name, title, custom) VALUES "
+                 "('003A', ?, 'Anna', 'Smith', ?, ?)", [kols[0]["email"], title, custom])
     conn.execute("CREATE OR REPLACE TABLE kols AS SELECT *, 'tier_1' AS tier FROM kols")
+    return conn
+
+
+def test_custom_rule_compares_a_key_of_the_custom_json():
+    conn = anna_smith(None, '{"Tier__c": "tier_2"}')
     rule = FieldRule("tier", "custom.Tier__c", "text", "kol", name="tier")
     reconcile(conn, "kols", "contacts", [DEFAULT_RULES[0], rule], run_id="custom")
     status, differences = conn.execute(f"SELECT status, differences::VARCHAR FROM {RESULT_TABLE}").fetchone()
     assert status == "conflict"
     assert json.loads(differences) == [{"field": "tier", "kol_value": "tier_1", "crm_value": "tier_2"}]
+
+
+def test_differences_json_keeps_quotes_backslashes_accents_and_missing_values():
+    conn = anna_smith('Head "Neuro" \\ Ünit', "{}")
+    conn.execute("CREATE OR REPLACE TABLE kols AS SELECT * REPLACE ('Chef de service' AS title) FROM kols")
+    rules = [DEFAULT_RULES[0], FieldRule("title", "title", "text", "kol"),
+             FieldRule("tier", "custom.Tier__c", "text", "kol", name='tier "A"')]
+    reconcile(conn, "kols", "contacts", rules, run_id="escapes")
+    differences = conn.execute(f"SELECT differences::VARCHAR FROM {RESULT_TABLE}").fetchone()[0]
+    assert json.loads(differences) == [
+        {"field": "title", "kol_value": "Chef de service", "crm_value": 'Head "Neuro" \\ Ünit'},
+        {"field": 'tier "A"', "kol_value": "tier_1", "crm_value": None}]
 
 
 def test_runs_table_appends_and_result_is_replaced(reconciled):
