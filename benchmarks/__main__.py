@@ -3,7 +3,8 @@
     .venv/bin/pip install -q -e '.[dev,bench]'                # dlt and matplotlib: the `bench` extra
                                                                # (PyAirbyte: its own venv, made on first use)
     .venv/bin/python -m benchmarks --quick                     # smoke run: 10,000 KOLs, 2 runs (development)
-    .venv/bin/python -m benchmarks --kols 100000 --runs 5 --sizes 10000,100000,1000000 --size-timeout 1800  # full run
+    .venv/bin/python -m benchmarks --kols 100000 --runs 5 --sizes 10000,100000,1000000 --size-timeout 1800 \
+        --seed-cache ~/.cache/commops-bench/seeds                # full run (seeding 1M once: ~5 min)
     .venv/bin/python -m benchmarks --quick --only compare,hostile   # selected benchmarks only
     .venv/bin/python -m benchmarks --merge --only hostile ...   # measure one part again, keep the others' figures
     .venv/bin/python -m benchmarks --render                     # the page and chart again from docs/benchmarks.json
@@ -557,7 +558,7 @@ def bench_ratelimit(db: Path, key: str, work: Path, window: float, plan: str, pa
 
 
 def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path, peers: list[str],
-                timeout: float) -> list[dict]:
+                timeout: float, seed_cache: Path | None = None) -> list[dict]:
     """One run per size and tool; a tool that does not finish within `timeout` s is killed and shown so."""
     points = []
     for size in sizes:
@@ -571,7 +572,7 @@ def bench_sizes(sizes: list[int], main: dict | None, main_kols: int, work: Path,
             continue
         directory = work / f"size-{size}"
         directory.mkdir()
-        db, key = seed_service(directory, size / 100_000)
+        db, key = seed_service(directory, size / 100_000, seed_cache)
         with service(db, rate_limits_enabled=False) as served:
             measured = {"bare": run_bare(served, key, _catalog_walks(), timeout)}
             for name, runner in tools(peers):
@@ -714,7 +715,9 @@ def write_page(results: dict, chart: str | None) -> str:
                   "its figures are not the ones the aims are about. The full run replaces this page.", ""]
     commands = results.get("commands") or [results["command"]]
     lines += [
-        f"Measured {results['date']} with " + " then ".join(f"`{c}`" for c in commands),
+        f"Measured {results['date']} with " + " then ".join(
+            f"`{c}`" + (f" ({seconds / 60:.0f} min)" if seconds else "")
+            for c, seconds in zip(commands, [*results.get("command_seconds", []), *[None] * len(commands)])),
         "",
         "What the figures mean, and why each missed aim is missed: [benchmarks-findings.md](benchmarks-findings.md).",
         "",
@@ -1123,6 +1126,8 @@ def main() -> None:
     parser.add_argument("--kols", type=int, help="KOLs seeded (default 100,000; --quick 10,000)")
     parser.add_argument("--runs", type=int, help="runs per tool (default 5; --quick 2)")
     parser.add_argument("--sizes", help="KOL counts for the chart, e.g. 10000,100000,300000 (default: 2500 and --kols)")
+    parser.add_argument("--seed-cache", type=Path,
+                        help="seed each size once into this folder and copy it afterwards (as nightly_sync.py does)")
     parser.add_argument("--size-timeout", type=float, default=CHILD_TIMEOUT,
                         help=f"seconds a tool may take at one size before it is killed (default {CHILD_TIMEOUT})")
     parser.add_argument("--only", help=f"comma-separated, of {','.join(BENCHMARKS)} or single scripts of 'ours' "
@@ -1204,7 +1209,7 @@ def main() -> None:
         needs_seed = {"compare", "hostile", "ratelimit"} & set(only) or ("sizes" in only and args.kols in sizes)
         if needs_seed:
             (work / "main").mkdir()
-            db, key = seed_service(work / "main", args.kols / 100_000)
+            db, key = seed_service(work / "main", args.kols / 100_000, args.seed_cache)
         if "compare" in only:
             print(f"\n== compare: ours, {', '.join(peers)}, bare at {args.kols:,} KOLs, "
                   f"{args.runs} runs ==", flush=True)
@@ -1219,11 +1224,13 @@ def main() -> None:
                                               int(pages) if pages else None, hostile_peers))
         if "sizes" in only:
             print(f"\n== sizes {sizes} ==", flush=True)
-            save("sizes", bench_sizes(sizes, results.get("compare"), args.kols, work, peers, args.size_timeout))
+            save("sizes", bench_sizes(sizes, results.get("compare"), args.kols, work, peers, args.size_timeout,
+                                      args.seed_cache))
         if "ours" in only:
             print("\n== our own benchmark scripts ==", flush=True)
             save("ours", bench_ours(args, work))
     results["total_seconds"] = round(time.perf_counter() - started, 1)
+    results["command_seconds"] = results.get("command_seconds", [None] * len(commands)) + [results["total_seconds"]]
     results["rusage_children_max_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     results = strip_state(results)
     print_table(results)
