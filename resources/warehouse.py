@@ -192,9 +192,13 @@ class WarehouseSession:
         incoming row and the table's: `spec.version`, compared field by field, a NULL on either side
         deferring to the next field (`_not_older`); when every field ties, the incoming row wins.
         A winning row whose content is the table's (same `_digest`) is left in place: only its
-        `_snapshot_date` moves (a second night rewrites only what changed). Child tables are rebuilt for
+        `_snapshot_date` and receipt times move (a second night rewrites only what changed). Child tables are rebuilt for
         the ids written. Returns the number of rows written. Runs in one transaction: the one write path
         into current-state tables, nightly and incremental alike.
+
+        The wide rows are read from the source once: the rows to write are kept aside as they are compared
+        (all of them on a first night, straight into the table); the snapshot date and receipt times of
+        the rows seen again move by ids and versions alone, read from the source's narrow columns.
         """
         key = spec.key
         conn = self.conn
@@ -204,40 +208,58 @@ class WarehouseSession:
             f"(SELECT {sql_literal(org)} AS {ORG_COLUMN}, *, {stamp} AS _snapshot_date, now() AS _loaded_at "
             f"FROM {source_relation})"
         )
+        table = f"(SELECT * FROM {spec.table} WHERE {this_org})"
+        not_older = _not_older(spec.version, "i", "t")
         conn.execute("BEGIN TRANSACTION")
         try:
             if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
                 source = self._newest_per_key(spec, source)
-            source = f"(SELECT *, {_digest(spec)} AS {DIGEST_COLUMN} FROM {source})"
-            # Only ids, versions and digests are compared; the wide rows stream from the source once.
-            conn.execute(
-                f"CREATE OR REPLACE TEMP TABLE _merged AS SELECT i.{key} AS id, "
-                f"coalesce(t.{DIGEST_COLUMN} = i.{DIGEST_COLUMN}, false) AS unchanged FROM {source} i "
-                f"LEFT JOIN (SELECT * FROM {spec.table} WHERE {this_org}) t ON t.{key} = i.{key} "
-                f"WHERE t.{key} IS NULL OR {_not_older(spec.version, 'i', 't')}"
-            )
-            conn.execute("CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT id FROM _merged WHERE NOT unchanged")
-            if snapshot_date is not None:  # unchanged rows stay as they are; the snapshot that holds them moves
-                for table, key_column in [(spec.table, key), *((c.name, c.parent_key) for c in spec.children)]:
-                    conn.execute(
-                        f"UPDATE {table} SET _snapshot_date = {stamp} WHERE {this_org} AND {key_column} IN "
-                        f"(SELECT id FROM _merged WHERE unchanged) AND _snapshot_date IS DISTINCT FROM {stamp}"
-                    )
-            conn.execute(f"DELETE FROM {spec.table} WHERE {this_org} AND {key} IN (SELECT id FROM _merged_ids)")
-            conn.execute(
-                f"INSERT INTO {spec.table} BY NAME SELECT i.* FROM {source} i "
-                f"WHERE i.{key} IN (SELECT id FROM _merged_ids)"
-            )
+            plain, source = source, f"(SELECT *, {_digest(spec)} AS {DIGEST_COLUMN} FROM {source})"
+            first_load = not conn.execute(f"SELECT count(*) FROM {spec.table} WHERE {this_org}").fetchone()[0]
+            if first_load:  # every row is new: no comparison, and nothing to keep aside
+                written = source
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM {plain}")
+            else:
+                written = "_changed"
+                conn.execute(
+                    f"CREATE OR REPLACE TEMP TABLE _changed AS SELECT i.* FROM {source} i LEFT JOIN {table} t "
+                    f"ON t.{key} = i.{key} WHERE t.{key} IS NULL OR ({not_older} "
+                    f"AND t.{DIGEST_COLUMN} IS DISTINCT FROM i.{DIGEST_COLUMN})"
+                )
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM _changed")
+                self._observe_again(spec, org, stamp if snapshot_date is not None else None,
+                                    f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *spec.observed)))} FROM {plain}) i "
+                                    f"JOIN {table} t ON t.{key} = i.{key} WHERE {not_older}")
+                conn.execute(f"DELETE FROM {spec.table} WHERE {this_org} AND {key} IN (SELECT id FROM _merged_ids)")
+            conn.execute(f"INSERT INTO {spec.table} BY NAME SELECT * FROM {written}")
             for child in spec.children:
                 self._rebuild_child(spec.table, child, org)
-            written = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
-            conn.execute("DROP TABLE _merged_ids; DROP TABLE _merged")
+            count = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
+            conn.execute("DROP TABLE _merged_ids; DROP TABLE IF EXISTS _changed")
             conn.execute("DROP TABLE IF EXISTS _repeated; DROP TABLE IF EXISTS _beaten")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return int(written)
+        return int(count)
+
+    def _observe_again(self, spec: TableSpec, org: str, stamp: str | None, seen: str) -> None:
+        """The rows `seen` again (a FROM clause over incoming `i`) take the incoming row's receipt times
+        (`spec.observed`: a row loaded later and observed earlier must still lose to them) and, given a
+        snapshot's `stamp`, that snapshot date, they and their child rows. Rows about to be rewritten are
+        among them: updated, then replaced."""
+        this_org = f"{ORG_COLUMN} = {sql_literal(org)}"
+        execute = self.conn.execute
+        execute(f"CREATE OR REPLACE TEMP TABLE _seen AS SELECT {', '.join(f'i.{c}' for c in (spec.key, *spec.observed))} FROM {seen}")
+        later = "CASE WHEN {1}.{0} IS NULL OR s.{0} > {1}.{0} THEN s.{0} ELSE {1}.{0} END"  # the later receipt
+        moved = [f"{name} = {later.format(name, spec.table)}" for name in spec.observed] + ([f"_snapshot_date = {stamp}"] if stamp else [])
+        if moved:
+            execute(f"UPDATE {spec.table} SET {', '.join(moved)} FROM _seen s "
+                    f"WHERE {spec.table}.{this_org} AND {spec.table}.{spec.key} = s.{spec.key}")
+        for child in spec.children if stamp else ():
+            execute(f"UPDATE {child.name} SET _snapshot_date = {stamp} WHERE {this_org} AND {child.parent_key} IN "
+                    f"(SELECT {spec.key} FROM _seen) AND _snapshot_date IS DISTINCT FROM {stamp}")
+        execute("DROP TABLE _seen")
 
     def _newest_per_key(self, spec: TableSpec, source: str) -> str:
         """`source` with one row per key: the row no other row of its key is newer than by `_not_older`
