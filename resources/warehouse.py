@@ -228,7 +228,7 @@ class WarehouseSession:
                 )
                 conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM _changed")
                 self._observe_again(spec, org, stamp if snapshot_date is not None else None,
-                                    f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *spec.observed)))} FROM {plain}) i "
+                                    f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *receipt_columns(spec))))} FROM {plain}) i "
                                     f"JOIN {table} t ON t.{key} = i.{key} WHERE {not_older}")
                 conn.execute(f"DELETE FROM {spec.table} WHERE {this_org} AND {key} IN (SELECT id FROM _merged_ids)")
             conn.execute(f"INSERT INTO {spec.table} BY NAME SELECT * FROM {written}")
@@ -249,10 +249,11 @@ class WarehouseSession:
         snapshot's `stamp`, that snapshot date, they and their child rows. Rows about to be rewritten are
         among them: updated, then replaced."""
         this_org = f"{ORG_COLUMN} = {sql_literal(org)}"
+        receipts = receipt_columns(spec)
         execute = self.conn.execute
-        execute(f"CREATE OR REPLACE TEMP TABLE _seen AS SELECT {', '.join(f'i.{c}' for c in (spec.key, *spec.observed))} FROM {seen}")
+        execute(f"CREATE OR REPLACE TEMP TABLE _seen AS SELECT {', '.join(f'i.{c}' for c in (spec.key, *receipts))} FROM {seen}")
         later = "CASE WHEN {1}.{0} IS NULL OR s.{0} > {1}.{0} THEN s.{0} ELSE {1}.{0} END"  # the later receipt
-        moved = [f"{name} = {later.format(name, spec.table)}" for name in spec.observed] + ([f"_snapshot_date = {stamp}"] if stamp else [])
+        moved = [f"{name} = {later.format(name, spec.table)}" for name in receipts] + ([f"_snapshot_date = {stamp}"] if stamp else [])
         if moved:
             execute(f"UPDATE {spec.table} SET {', '.join(moved)} FROM _seen s "
                     f"WHERE {spec.table}.{this_org} AND {spec.table}.{spec.key} = s.{spec.key}")
@@ -373,6 +374,11 @@ def _digest(spec: TableSpec) -> str:
     return f"hash({', '.join(content)})"
 
 
+def receipt_columns(spec: TableSpec) -> tuple[str, ...]:
+    """The table's columns recording when a row was received (`spec.observed` it has)."""
+    return tuple(name for name in spec.observed if name in spec.schema.names)
+
+
 def _not_older(version: tuple[str, ...], incoming: str, existing: str) -> str:
     """SQL: the incoming row's version is not older than the existing row's."""
     if not version:
@@ -390,6 +396,10 @@ class WarehouseResource(dg.ConfigurableResource):
     # One: merges run beside the fetch and leave it the other core, and an insert keeps a row group per
     # thread in memory (with two, 1M signals ran out of the 128 MB limit; one took as long as two).
     threads: int = 1
+    # The CRM reconciliation runs in its own job, after the nightly: both cores and room for its joins
+    # (1M KOLs x 1M contacts: 29.75 s and 1.3 GB at these settings, benchmarks/crm_matching.py, issue 23).
+    reconcile_threads: int = 2
+    reconcile_memory_limit: str = "1GB"
     _background: BackgroundWriter | None = PrivateAttr(default=None)  # the run's (setup_for_execution)
 
     @property
@@ -427,11 +437,13 @@ class WarehouseResource(dg.ConfigurableResource):
                 temp.unlink(missing_ok=True)
 
     @contextmanager
-    def writer(self, log: Any = None) -> Iterator[WarehouseSession]:
-        """Exclusive read-write session; the file is checkpointed and closed when it ends."""
+    def writer(self, log: Any = None, *, threads: int | None = None,
+               memory_limit: str | None = None) -> Iterator[WarehouseSession]:
+        """Exclusive read-write session; the file is checkpointed and closed when it ends. `threads` and
+        `memory_limit` replace the resource's for this session (the reconciliation's)."""
         Path(self.data_dir).mkdir(parents=True, exist_ok=True)
         with self._exclusive_lock(log):
-            conn = self._connect()
+            conn = self._connect(threads=threads, memory_limit=memory_limit)
             try:
                 yield WarehouseSession(conn)
                 conn.execute("CHECKPOINT")
@@ -455,10 +467,11 @@ class WarehouseResource(dg.ConfigurableResource):
                 temp.unlink(missing_ok=True)
         return self.analytics_path
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
+    def _connect(self, *, threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
         conn = duckdb.connect(
             str(self.path),
-            config={"memory_limit": self.memory_limit, "threads": self.threads, "file_search_path": self.data_dir},
+            config={"memory_limit": memory_limit or self.memory_limit, "threads": threads or self.threads,
+                    "file_search_path": self.data_dir},
         )
         conn.execute("SET preserve_insertion_order = false")
         return conn

@@ -347,3 +347,14 @@ def test_a_table_made_with_a_primary_key_is_rebuilt_without_it_keeping_its_rows_
                   _product("prod_b", "2026-05-02T00:00:00Z", "B", {})])
     assert conn.execute("SELECT id, name FROM products ORDER BY id").fetchall() == [
         ("prod_b", "B"), ("prod_old", "Old, renamed")]
+
+
+def test_the_reconciliation_session_gets_its_own_threads_and_memory_and_other_sessions_keep_the_warehouses(tmp_path):
+    warehouse = WarehouseResource(data_dir=str(tmp_path))
+    setting = "SELECT current_setting('threads'), current_setting('memory_limit')"
+    with warehouse.writer(threads=warehouse.reconcile_threads, memory_limit=warehouse.reconcile_memory_limit) as session:
+        threads, memory = session.conn.execute(setting).fetchone()
+        assert (threads, memory.replace(" ", "")) == (2, "953.6MiB")  # DuckDB shows 1GB in MiB
+    with warehouse.writer() as session:
+        threads, memory = session.conn.execute(setting).fetchone()
+        assert (threads, memory.replace(" ", "")) == (1, "122.0MiB")
