@@ -201,8 +201,11 @@ def main() -> None:
     parser.add_argument("--dev-seeds", default="1,3,5", help="choose: the development seeds the threshold is chosen on")
     parser.add_argument("--threshold", type=float)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--memory", default="1GB")
+    from resources.warehouse import WarehouseResource
+
+    job = WarehouseResource.model_fields  # the crm_reconciliation job's own settings, unless told otherwise
+    parser.add_argument("--threads", type=int, default=job["reconcile_threads"].default)
+    parser.add_argument("--memory", default=job["reconcile_memory_limit"].default, help="DuckDB memory_limit")
     parser.add_argument("--write", action="store_true", help=f"save the figures to {RESULT_JSON.relative_to(ROOT)}")
     args = parser.parse_args()
     stamp = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -59,8 +59,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--kols", type=int, default=1_000_000)
     parser.add_argument("--rate", type=float, default=0.1)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--memory", default="1GB", help="DuckDB memory_limit")
+    from resources.warehouse import WarehouseResource
+
+    job = WarehouseResource.model_fields  # the crm_reconciliation job's own settings, unless told otherwise
+    parser.add_argument("--threads", type=int, default=job["reconcile_threads"].default)
+    parser.add_argument("--memory", default=job["reconcile_memory_limit"].default, help="DuckDB memory_limit")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "reconciliation.duckdb"

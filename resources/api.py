@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from resources.arrow_memory import use_lean_memory_pool
 from resources.commops_api import ApiClient
 from resources.orgs import DEFAULT_ORG, Org
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, checked_base_url, not_set
@@ -38,6 +39,7 @@ class CommopsApiResource(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._log = context.log
+        use_lean_memory_pool()  # pages are decoded into Arrow and written to Parquet in this process
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         for client in self._clients.values():

@@ -43,7 +43,7 @@ from sqlalchemy.exc import ArgumentError
 from resources.object_store import S3Location, endpoint_url, region
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV, SettingsError
 from resources.sql import sql_literal
-from resources.warehouse import DIGEST_COLUMN, ORG_COLUMN, TableSpec, _not_older
+from resources.warehouse import DIGEST_COLUMN, ORG_COLUMN, TableSpec, _not_older, receipt_columns
 
 COMMIT_ATTEMPTS = 5  # another writer committed between our read and our commit: recompute, try again
 # pyiceberg's own retry re-applies the same delete and append on top of the other writer's commit, which
@@ -160,11 +160,12 @@ def _winners(conn: duckdb.DuckDBPyConnection, table: Any, spec: TableSpec) -> in
     """TEMP TABLE _winners (org, id, replaces): the rows of analytics.duckdb to write, newer than (or
     missing from) the Iceberg table's version of them and not already there unchanged; their count."""
     key, version = spec.key, tuple(spec.version)
-    compared = dict.fromkeys([ORG_COLUMN, key, *version, *VERSION_STAMP])
+    stamp = dict.fromkeys([*VERSION_STAMP, *receipt_columns(spec)])  # a row seen again moves its receipt times
+    compared = dict.fromkeys([ORG_COLUMN, key, *version, *stamp])
     existing = table.scan(selected_fields=tuple(compared)).to_arrow()
     conn.register("_existing", existing)
     try:
-        differs = " OR ".join(f"{_as_published('w', c)} IS DISTINCT FROM e.{c}" for c in VERSION_STAMP)
+        differs = " OR ".join(f"{_as_published('w', c)} IS DISTINCT FROM e.{c}" for c in stamp)
         conn.execute(
             f"CREATE OR REPLACE TEMP TABLE _winners AS SELECT w.{ORG_COLUMN} AS org, w.{key} AS id, "
             f"e.{key} IS NOT NULL AS replaces FROM a.{spec.table} w LEFT JOIN _existing e "

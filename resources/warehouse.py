@@ -192,9 +192,13 @@ class WarehouseSession:
         incoming row and the table's: `spec.version`, compared field by field, a NULL on either side
         deferring to the next field (`_not_older`); when every field ties, the incoming row wins.
         A winning row whose content is the table's (same `_digest`) is left in place: only its
-        `_snapshot_date` moves (a second night rewrites only what changed). Child tables are rebuilt for
+        `_snapshot_date` and receipt times move (a second night rewrites only what changed). Child tables are rebuilt for
         the ids written. Returns the number of rows written. Runs in one transaction: the one write path
         into current-state tables, nightly and incremental alike.
+
+        The wide rows are read from the source once: the rows to write are kept aside as they are compared
+        (all of them on a first night, straight into the table); the snapshot date and receipt times of
+        the rows seen again move by ids and versions alone, read from the source's narrow columns.
         """
         key = spec.key
         conn = self.conn
@@ -204,40 +208,59 @@ class WarehouseSession:
             f"(SELECT {sql_literal(org)} AS {ORG_COLUMN}, *, {stamp} AS _snapshot_date, now() AS _loaded_at "
             f"FROM {source_relation})"
         )
+        table = f"(SELECT * FROM {spec.table} WHERE {this_org})"
+        not_older = _not_older(spec.version, "i", "t")
         conn.execute("BEGIN TRANSACTION")
         try:
             if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
                 source = self._newest_per_key(spec, source)
-            source = f"(SELECT *, {_digest(spec)} AS {DIGEST_COLUMN} FROM {source})"
-            # Only ids, versions and digests are compared; the wide rows stream from the source once.
-            conn.execute(
-                f"CREATE OR REPLACE TEMP TABLE _merged AS SELECT i.{key} AS id, "
-                f"coalesce(t.{DIGEST_COLUMN} = i.{DIGEST_COLUMN}, false) AS unchanged FROM {source} i "
-                f"LEFT JOIN (SELECT * FROM {spec.table} WHERE {this_org}) t ON t.{key} = i.{key} "
-                f"WHERE t.{key} IS NULL OR {_not_older(spec.version, 'i', 't')}"
-            )
-            conn.execute("CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT id FROM _merged WHERE NOT unchanged")
-            if snapshot_date is not None:  # unchanged rows stay as they are; the snapshot that holds them moves
-                for table, key_column in [(spec.table, key), *((c.name, c.parent_key) for c in spec.children)]:
-                    conn.execute(
-                        f"UPDATE {table} SET _snapshot_date = {stamp} WHERE {this_org} AND {key_column} IN "
-                        f"(SELECT id FROM _merged WHERE unchanged) AND _snapshot_date IS DISTINCT FROM {stamp}"
-                    )
-            conn.execute(f"DELETE FROM {spec.table} WHERE {this_org} AND {key} IN (SELECT id FROM _merged_ids)")
-            conn.execute(
-                f"INSERT INTO {spec.table} BY NAME SELECT i.* FROM {source} i "
-                f"WHERE i.{key} IN (SELECT id FROM _merged_ids)"
-            )
+            plain, source = source, f"(SELECT *, {_digest(spec)} AS {DIGEST_COLUMN} FROM {source})"
+            first_load = not conn.execute(f"SELECT count(*) FROM {spec.table} WHERE {this_org}").fetchone()[0]
+            if first_load:  # every row is new: no comparison, and nothing to keep aside
+                written = source
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM {plain}")
+            else:
+                written = "_changed"
+                conn.execute(
+                    f"CREATE OR REPLACE TEMP TABLE _changed AS SELECT i.* FROM {source} i LEFT JOIN {table} t "
+                    f"ON t.{key} = i.{key} WHERE t.{key} IS NULL OR ({not_older} "
+                    f"AND t.{DIGEST_COLUMN} IS DISTINCT FROM i.{DIGEST_COLUMN})"
+                )
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM _changed")
+                self._observe_again(spec, org, stamp if snapshot_date is not None else None,
+                                    f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *receipt_columns(spec))))} FROM {plain}) i "
+                                    f"JOIN {table} t ON t.{key} = i.{key} WHERE {not_older}")
+                conn.execute(f"DELETE FROM {spec.table} WHERE {this_org} AND {key} IN (SELECT id FROM _merged_ids)")
+            conn.execute(f"INSERT INTO {spec.table} BY NAME SELECT * FROM {written}")
             for child in spec.children:
                 self._rebuild_child(spec.table, child, org)
-            written = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
-            conn.execute("DROP TABLE _merged_ids; DROP TABLE _merged")
+            count = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
+            conn.execute("DROP TABLE _merged_ids; DROP TABLE IF EXISTS _changed")
             conn.execute("DROP TABLE IF EXISTS _repeated; DROP TABLE IF EXISTS _beaten")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return int(written)
+        return int(count)
+
+    def _observe_again(self, spec: TableSpec, org: str, stamp: str | None, seen: str) -> None:
+        """The rows `seen` again (a FROM clause over incoming `i`) take the incoming row's receipt times
+        (`spec.observed`: a row loaded later and observed earlier must still lose to them) and, given a
+        snapshot's `stamp`, that snapshot date, they and their child rows. Rows about to be rewritten are
+        among them: updated, then replaced."""
+        this_org = f"{ORG_COLUMN} = {sql_literal(org)}"
+        receipts = receipt_columns(spec)
+        execute = self.conn.execute
+        execute(f"CREATE OR REPLACE TEMP TABLE _seen AS SELECT {', '.join(f'i.{c}' for c in (spec.key, *receipts))} FROM {seen}")
+        later = "CASE WHEN {1}.{0} IS NULL OR s.{0} > {1}.{0} THEN s.{0} ELSE {1}.{0} END"  # the later receipt
+        moved = [f"{name} = {later.format(name, spec.table)}" for name in receipts] + ([f"_snapshot_date = {stamp}"] if stamp else [])
+        if moved:
+            execute(f"UPDATE {spec.table} SET {', '.join(moved)} FROM _seen s "
+                    f"WHERE {spec.table}.{this_org} AND {spec.table}.{spec.key} = s.{spec.key}")
+        for child in spec.children if stamp else ():
+            execute(f"UPDATE {child.name} SET _snapshot_date = {stamp} WHERE {this_org} AND {child.parent_key} IN "
+                    f"(SELECT {spec.key} FROM _seen) AND _snapshot_date IS DISTINCT FROM {stamp}")
+        execute("DROP TABLE _seen")
 
     def _newest_per_key(self, spec: TableSpec, source: str) -> str:
         """`source` with one row per key: the row no other row of its key is newer than by `_not_older`
@@ -351,6 +374,11 @@ def _digest(spec: TableSpec) -> str:
     return f"hash({', '.join(content)})"
 
 
+def receipt_columns(spec: TableSpec) -> tuple[str, ...]:
+    """The table's columns recording when a row was received (`spec.observed` it has)."""
+    return tuple(name for name in spec.observed if name in spec.schema.names)
+
+
 def _not_older(version: tuple[str, ...], incoming: str, existing: str) -> str:
     """SQL: the incoming row's version is not older than the existing row's."""
     if not version:
@@ -368,6 +396,10 @@ class WarehouseResource(dg.ConfigurableResource):
     # One: merges run beside the fetch and leave it the other core, and an insert keeps a row group per
     # thread in memory (with two, 1M signals ran out of the 128 MB limit; one took as long as two).
     threads: int = 1
+    # The CRM reconciliation runs in its own job, after the nightly: both cores and room for its joins
+    # (1M KOLs x 1M contacts: 29.75 s and 1.3 GB at these settings, benchmarks/crm_matching.py, issue 23).
+    reconcile_threads: int = 2
+    reconcile_memory_limit: str = "1GB"
     _background: BackgroundWriter | None = PrivateAttr(default=None)  # the run's (setup_for_execution)
 
     @property
@@ -405,11 +437,13 @@ class WarehouseResource(dg.ConfigurableResource):
                 temp.unlink(missing_ok=True)
 
     @contextmanager
-    def writer(self, log: Any = None) -> Iterator[WarehouseSession]:
-        """Exclusive read-write session; the file is checkpointed and closed when it ends."""
+    def writer(self, log: Any = None, *, threads: int | None = None,
+               memory_limit: str | None = None) -> Iterator[WarehouseSession]:
+        """Exclusive read-write session; the file is checkpointed and closed when it ends. `threads` and
+        `memory_limit` replace the resource's for this session (the reconciliation's)."""
         Path(self.data_dir).mkdir(parents=True, exist_ok=True)
         with self._exclusive_lock(log):
-            conn = self._connect()
+            conn = self._connect(threads=threads, memory_limit=memory_limit)
             try:
                 yield WarehouseSession(conn)
                 conn.execute("CHECKPOINT")
@@ -433,10 +467,11 @@ class WarehouseResource(dg.ConfigurableResource):
                 temp.unlink(missing_ok=True)
         return self.analytics_path
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
+    def _connect(self, *, threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
         conn = duckdb.connect(
             str(self.path),
-            config={"memory_limit": self.memory_limit, "threads": self.threads, "file_search_path": self.data_dir},
+            config={"memory_limit": memory_limit or self.memory_limit, "threads": threads or self.threads,
+                    "file_search_path": self.data_dir},
         )
         conn.execute("SET preserve_insertion_order = false")
         return conn

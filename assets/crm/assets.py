@@ -115,7 +115,8 @@ def kol_reconciliation(
     context: dg.AssetExecutionContext, crm: dg.ResourceParam[CrmSource], warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     reports_dir = Path(warehouse.data_dir) / REPORTS_DIR
-    with warehouse.writer(context.log) as session:
+    with warehouse.writer(context.log, threads=warehouse.reconcile_threads,
+                          memory_limit=warehouse.reconcile_memory_limit) as session:
         if not session.exists("kols"):
             raise dg.Failure("the warehouse has no kols table yet: run `commops sync` (the nightly sync) first")
         result = reconcile(session.conn, "kols", CONTACTS_TABLE, DEFAULT_RULES, run_id=context.run.run_id,

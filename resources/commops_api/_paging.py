@@ -55,6 +55,7 @@ import pyarrow.compute as pc
 from commops_spec.timestamps import UnreadableTimestamp, parse_timestamp
 
 from ._errors import ApiError
+from ._idset import IdSet, common, count_outside, outside
 
 ProgressCallback = Callable[[int, int], None]  # (pages done, pages expected so far)
 # ids -> {id: "gone" | "present" | "archived"}; ids it cannot tell are left out
@@ -246,7 +247,7 @@ class _Pass:
     per_page: int
     final_total: int = 0
     pages: int = 0
-    ids: set[str] | None = None  # None for a first pass: then every id yielded
+    ids: IdSet | None = None  # None for a first pass: then every id yielded
 
 
 class _Coverage:
@@ -299,7 +300,7 @@ class ListWalk:
         self.lookahead = max(lookahead, 1)
         self.sort = None if descending else sort  # key ranges are read in ascending order only
         self.progress = progress
-        self.yielded: set[str] = set()
+        self.yielded = IdSet()
         self.passes: list[_Pass] = []
         self.coverage = _Coverage()
         self.sorted_pages = self.sort is not None  # False once a page did not honour the sort
@@ -313,7 +314,14 @@ class ListWalk:
     def last(self) -> _Pass:
         return self.passes[-1]
 
-    def last_ids(self) -> set[str]:
+    def forget(self) -> None:
+        """Free what the walk saw, once the listing has judged it."""
+        self.yielded = IdSet()
+        for done in self.passes:
+            done.ids = None if done.ids is None else IdSet()
+        self.coverage = _Coverage()
+
+    def last_ids(self) -> IdSet:
         """Ids the last pass saw."""
         ids = self.last.ids
         return self.yielded if ids is None else ids
@@ -323,9 +331,9 @@ class ListWalk:
         A repair pass uses a page size one smaller than the pass before, so its page boundaries fall
         between other rows."""
         if len(self.passes) > 1 and self.passes[-2].ids is not None:
-            self.passes[-2].ids = set()  # only the last pass's ids matter: free the older one
+            self.passes[-2].ids = IdSet()  # only the last pass's ids matter: free the older one
         per_page = self.per_page if not self.passes else max(self.last.per_page - 1, 1)
-        self.passes.append(_Pass(per_page=per_page, ids=None if not self.passes else set()))
+        self.passes.append(_Pass(per_page=per_page, ids=None if not self.passes else IdSet()))
         first = self.fetch(1, per_page)
         self._planned, self._next = 0, 2
         yield from self._noted(first)
@@ -382,11 +390,8 @@ class ListWalk:
             raise ApiError(f"{self.endpoint} page {page.number}: an item has no string id")
         self._cover(page, ids)
         if current.ids is not None and not probe:
-            current.ids.update(ids)
-        yielded, keep = self.yielded, []
-        for item_id in ids:
-            keep.append(item_id not in yielded)
-            yielded.add(item_id)
+            current.ids.add_new(ids)
+        keep = self.yielded.add_new(ids)
         if not probe:
             self._pages_done += 1
             if self.progress is not None:
@@ -490,19 +495,22 @@ class Listing:
         self.report = self._report(verdicts)
         self.report.started_at, self.report.ended_at = started, ended
         self.drop_ids = frozenset(self._gone)
+        for walk in self.walks.values():
+            walk.forget()  # the report holds what the checks and the merge need; free the ids before them
         if not self.report.complete:
             self.log.warning(f"{self.report.describe()}. Rows are changing faster than the sync can page: "
                              "raise max_repair_passes or sync at a quieter time")
 
     # -- judging -----------------------------------------------------------------------------------
 
-    def _deficit(self, walk: ListWalk, ids: set[str]) -> int:
+    def _deficit(self, walk: ListWalk, ids: IdSet) -> int:
         """Rows of the list at its last final page that `ids` (what was seen of it) cannot account for."""
         target = walk.source.drains_into
         if target is None:
-            return walk.last.final_total - len(ids - self._gone)
+            return walk.last.final_total - count_outside(ids, self._gone)
         drained = self.walks[target]
-        return walk.last.final_total - len(ids - drained.yielded - self._gone) + max(self._deficit(drained, drained.yielded), 0)
+        return (walk.last.final_total - count_outside(ids, drained.yielded, self._gone)
+                + max(self._deficit(drained, drained.yielded), 0))
 
     def _counted(self, walk: ListWalk) -> bool:
         return self._deficit(walk, walk.yielded) <= 0 and (
@@ -515,10 +523,10 @@ class Listing:
     def _verdict(self, walk: ListWalk) -> ListVerdict:
         counted, covered = self._counted(walk), self._covered(walk)
         target = walk.source.drains_into
-        left = self.walks[target].yielded if target is not None else set()
+        left = self.walks[target].yielded if target is not None else IdSet()
         return ListVerdict(
             label=walk.source.label, complete=counted or covered, final_total=walk.last.final_total,
-            rows=len(walk.yielded - left - self._gone), unseen=max(self._deficit(walk, walk.yielded), 0),
+            rows=count_outside(walk.yielded, left, self._gone), unseen=max(self._deficit(walk, walk.yielded), 0),
             passes=len(walk.passes), probes=walk.probes,
             proof="counted" if counted else ("covered" if covered else ""),
             gaps=0 if counted or covered or not walk.sorted_pages else len(walk.coverage.gaps()),
@@ -563,8 +571,8 @@ class Listing:
                 continue  # a first pass: nothing was seen earlier
             label, target = walk.source.label, walk.source.drains_into
             drained = self.walks[target] if target is not None else None
-            vanished = walk.yielded - walk.last_ids() - (drained.yielded if drained else set()) - self._gone
-            vanished -= self._confirmed.get(label, set())
+            vanished = set(outside(walk.yielded, walk.last_ids(), drained.yielded if drained else IdSet(),
+                                   self._gone, self._confirmed.get(label, set())))
             if not vanished:
                 continue
             all_drained_seen = drained is None or self._deficit(drained, drained.yielded) <= 0
@@ -588,7 +596,7 @@ class Listing:
         moved: set[str] = set()
         for walk in self.walks.values():
             if walk.source.drains_into is not None:
-                moved |= walk.yielded & self.walks[walk.source.drains_into].yielded
+                moved |= common(walk.yielded, self.walks[walk.source.drains_into].yielded)
         in_flux = {reason: sorted(ids - self._gone) for reason, ids in self._in_flux.items() if ids - self._gone}
         return ListingReport(
             endpoint=self.endpoint, lists=list(verdicts.values()), gone=sorted(self._gone), moved=sorted(moved),

@@ -156,6 +156,7 @@ class _Kols:
     table: str = "kols"
     key: str = "id"
     version: tuple[str, ...] = ("updated_at",)
+    observed: tuple[str, ...] = ()  # no receipt times in this table
     children: tuple = ()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime
+from datetime import UTC, datetime
 
 import dagster as dg
 import duckdb
@@ -47,6 +47,18 @@ def test_merge_keeps_the_later_fetched_product_and_rebuilds_children_of_written_
     # A tie goes to the incoming row.
     assert _merge(conn, [_product("prod_c", "2026-05-01T00:00:00Z", "C again", {})]) == 1
     assert conn.execute("SELECT name FROM products WHERE id = 'prod_c'").fetchone() == ("C again",)
+
+
+def test_a_row_seen_again_unchanged_takes_the_later_receipt_so_an_earlier_read_loaded_late_still_loses():
+    """Night 1 reads A; a webhook read B at 05-02 (applied late); night 2 reads A again at 05-03 and leaves the
+    unchanged row in place. The late B was observed before night 2's A: it must not win."""
+    conn = duckdb.connect()
+    WarehouseSession(conn).ensure_table(PRODUCTS)
+    _merge(conn, [_product("prod_a", "2026-05-01T00:00:00Z", "A", {"US": {"status": "approved"}})])
+    assert _merge(conn, [_product("prod_a", "2026-05-03T00:00:00Z", "A", {"US": {"status": "approved"}})]) == 0
+    assert _merge(conn, [_product("prod_a", "2026-05-02T00:00:00Z", "B", {"US": {"status": "recalled"}})]) == 0
+    assert conn.execute("SELECT name, _fetched_at FROM products").fetchall() == [("A", datetime(2026, 5, 3, tzinfo=UTC))]
+    assert conn.execute("SELECT status FROM product_market_status").fetchall() == [("approved",)]
 
 
 def test_a_nightly_load_never_overwrites_a_fresher_row_in_the_warehouse(make_service, tmp_path):
@@ -335,3 +347,14 @@ def test_a_table_made_with_a_primary_key_is_rebuilt_without_it_keeping_its_rows_
                   _product("prod_b", "2026-05-02T00:00:00Z", "B", {})])
     assert conn.execute("SELECT id, name FROM products ORDER BY id").fetchall() == [
         ("prod_b", "B"), ("prod_old", "Old, renamed")]
+
+
+def test_the_reconciliation_session_gets_its_own_threads_and_memory_and_other_sessions_keep_the_warehouses(tmp_path):
+    warehouse = WarehouseResource(data_dir=str(tmp_path))
+    setting = "SELECT current_setting('threads'), current_setting('memory_limit')"
+    with warehouse.writer(threads=warehouse.reconcile_threads, memory_limit=warehouse.reconcile_memory_limit) as session:
+        threads, memory = session.conn.execute(setting).fetchone()
+        assert (threads, memory.replace(" ", "")) == (2, "953.6MiB")  # DuckDB shows 1GB in MiB
+    with warehouse.writer() as session:
+        threads, memory = session.conn.execute(setting).fetchone()
+        assert (threads, memory.replace(" ", "")) == (1, "122.0MiB")
