@@ -196,9 +196,10 @@ class WarehouseSession:
         the ids written. Returns the number of rows written. Runs in one transaction: the one write path
         into current-state tables, nightly and incremental alike.
 
-        The wide rows are read from the source once: the rows to write are kept aside as they are compared
-        (all of them on a first night, straight into the table); the snapshot date and receipt times of
-        the rows seen again move by ids and versions alone, read from the source's narrow columns.
+        Later loads compare ids, versions and digests (the wide rows are read to hash them, then again for
+        the rows written); an organization's first load inserts straight from the source. The snapshot
+        date and receipt times of the rows seen again move by ids and versions read from the source's
+        narrow columns.
         """
         key = spec.key
         conn = self.conn
@@ -216,17 +217,17 @@ class WarehouseSession:
                 source = self._newest_per_key(spec, source)
             plain, source = source, f"(SELECT *, {_digest(spec)} AS {DIGEST_COLUMN} FROM {source})"
             first_load = not conn.execute(f"SELECT count(*) FROM {spec.table} WHERE {this_org}").fetchone()[0]
-            if first_load:  # every row is new: no comparison, and nothing to keep aside
+            if first_load:  # every row is new: nothing to compare
                 written = source
                 conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM {plain}")
             else:
-                written = "_changed"
+                # Ids only: a join carrying the wide rows ran out of the 128 MB limit at 1M changed rows.
                 conn.execute(
-                    f"CREATE OR REPLACE TEMP TABLE _changed AS SELECT i.* FROM {source} i LEFT JOIN {table} t "
-                    f"ON t.{key} = i.{key} WHERE t.{key} IS NULL OR ({not_older} "
+                    f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT i.{key} AS id FROM {source} i "
+                    f"LEFT JOIN {table} t ON t.{key} = i.{key} WHERE t.{key} IS NULL OR ({not_older} "
                     f"AND t.{DIGEST_COLUMN} IS DISTINCT FROM i.{DIGEST_COLUMN})"
                 )
-                conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM _changed")
+                written = f"(SELECT * FROM {source} WHERE {key} IN (SELECT id FROM _merged_ids))"
                 self._observe_again(spec, org, stamp if snapshot_date is not None else None,
                                     f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *receipt_columns(spec))))} FROM {plain}) i "
                                     f"JOIN {table} t ON t.{key} = i.{key} WHERE {not_older}")
@@ -235,7 +236,7 @@ class WarehouseSession:
             for child in spec.children:
                 self._rebuild_child(spec.table, child, org)
             count = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
-            conn.execute("DROP TABLE _merged_ids; DROP TABLE IF EXISTS _changed")
+            conn.execute("DROP TABLE _merged_ids")
             conn.execute("DROP TABLE IF EXISTS _repeated; DROP TABLE IF EXISTS _beaten")
             conn.execute("COMMIT")
         except BaseException:
