@@ -2,11 +2,11 @@
 
 A Python set of a million 20-character ids holds about 114 MB (a str object and a hash-table slot each).
 An `IdSet` keeps each id's UTF-8 bytes once, end to end in one bytearray (with each one's end), and a
-sorted array of their 64-bit hashes with each one's position for membership: about 40 bytes an id. (Not
-Arrow arrays: the Arrow memory pool keeps what a fold frees, and held twice the ids' size.) Ids added since the last fold
-sit in a small dict until it folds them in. A hash found in the array is confirmed against the stored
-id, so two ids that share a hash are still told apart. Membership is asked a batch at a time.
-"""
+sorted array of their 64-bit hashes with each one's position for membership: about 40 bytes an id, 64 MB
+resident for a million. (Not Arrow arrays: the Arrow memory pool keeps what a fold frees, and held twice
+the ids' size.) Ids added since the last fold sit in a small dict until it folds them in. A hash found in
+the array is confirmed against the stored id, so two ids that share a hash are still told apart.
+Membership is asked a batch at a time."""
 
 from __future__ import annotations
 
