@@ -2,8 +2,8 @@
 
 Per catalog resource: every list of the API (KOLs: active and archived) is paged by one listing
 (resources/commops_api/_paging.py: it proves what it holds even while rows are created and archived),
-converted page by page into Arrow (each row stamped with `_fetched_at`, the time its page arrived),
-streamed into a snapshot staged by LakeResource, checked, and only then published to
+converted page by page into Arrow (each row stamped with `_fetched_at`, the time its page arrived, and
+hashed into `_digest`, its content's hash), streamed into a snapshot staged by LakeResource, checked, and only then published to
 `lake/<resource>/snapshot_date=YYYY-MM-DD/data.parquet`: a crashed run leaves no partial
 snapshot, a re-run of the day replaces it atomically. The run's metadata says what was proven and
 names the rows in flux (created or archived while the lists were paged).
@@ -29,6 +29,7 @@ from assets.snapshot_date import snapshot_date as run_snapshot_date
 from assets.warehouse import hand_merge_to_background
 from resources.api import CommopsApiResource
 from resources.commops_api import Page
+from resources.digest import content_fields
 from resources.lake import LakeResource
 from resources.orgs import DEFAULT_ORG, OrgsResource
 from resources.warehouse import WarehouseResource
@@ -79,7 +80,8 @@ def snapshot(
         progress=lambda label: functools.partial(progress.pages, label),
         decoders={label: converter.decode_page for label, converter in converters.items()},
     )
-    with lake.snapshot(org, spec.name, snapshot_date, spec.schema, key=spec.key, newest_by=FETCHED_AT) as staged:
+    with lake.snapshot(org, spec.name, snapshot_date, spec.schema, key=spec.key, newest_by=FETCHED_AT,
+                       digest=content_fields(spec.schema, spec.observed)) as staged:
         for source, page in listing.pages():
             staged.write(_page_batch(page, converters[source.label]))
         for source in sources:

@@ -7,11 +7,14 @@ per table, on fresh copies, alternating, `--runs` times:
 
   first night    WarehouseSession.merge of that day's snapshot into an empty table (every row written)
   second night   WarehouseSession.merge of the same snapshot a day later with `--changed` of its rows
-                 changed, read from Parquet as the lake holds it (a newer `updated_at` where it is the version, and another value): the write
-                 path leaves unchanged rows in place and only moves their _snapshot_date
-  old path       the write path before (every incoming row not older is deleted and inserted again),
-                 on the same copy, as the reference: the second night must leave the same table (every
-                 column but _loaded_at, _fetched_at and _digest, which an unchanged row keeps)
+                 changed, read from Parquet as the lake holds it (a newer `updated_at` where it is the version,
+                 another value, the row's digest hashed again): the write path compares ids, versions and
+                 digests, leaves unchanged rows in place (moving only their _snapshot_date and receipt
+                 times) and reads whole only the rows it writes
+  old path       the write path before (every incoming row not older is deleted and inserted again,
+                 its digest computed from the row, not read), on the same copy, as the reference: the
+                 second night must leave the same table (every column but _loaded_at and _fetched_at,
+                 which an unchanged row keeps)
 
 Prints medians per table and the ratio second / first (aim <= 0.3). Last line: the figures as JSON.
 """
@@ -42,7 +45,9 @@ def changed_source(snapshot: str, spec, fraction: float, path: Path) -> str:
     the version). Written by a connection of its own, outside the warehouse's memory limit and the timing."""
     import duckdb
 
+    from resources.digest import DIGEST_COLUMN
     from resources.sql import read_parquet
+    from resources.warehouse import row_digest
 
     value = next(f.name for f in spec.schema if f.name != spec.key and str(f.type) == "string")
     changed = f"hash({spec.key}) % {round(1 / fraction)} = 0"
@@ -50,22 +55,21 @@ def changed_source(snapshot: str, spec, fraction: float, path: Path) -> str:
                f"CASE WHEN {changed} THEN coalesce(\"{value}\", '') || ' (changed)' ELSE \"{value}\" END AS \"{value}\""]
     if "updated_at" in spec.version:
         replace.append(f"CASE WHEN {changed} THEN updated_at + INTERVAL 1 SECOND ELSE updated_at END AS updated_at")
-    with duckdb.connect() as conn:
-        conn.execute(f"COPY (SELECT * REPLACE ({', '.join(replace)}) FROM {snapshot}) TO '{path}' "
-                     "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 10000)")
+    rehashed = f"SELECT * REPLACE ({row_digest(spec)} AS {DIGEST_COLUMN}) FROM (SELECT * REPLACE ({', '.join(replace)}) FROM {snapshot})"
+    with duckdb.connect() as conn:  # each row's digest hashed again, as the lake writes it
+        conn.execute(f"COPY ({rehashed}) TO '{path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 10000)")
     return read_parquet(path)
 
 
 def old_path(session, spec, source: str) -> None:
     """The write path before issue 22: every incoming row not older than the table's deleted and inserted
     again, children rebuilt for all of them."""
-    from resources.warehouse import _digest, _not_older
+    from resources.warehouse import _not_older, row_digest
 
     conn = session.conn
     conn.execute("BEGIN TRANSACTION")
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _in AS SELECT '{ORG}' AS org, *, DATE '{SECOND_DAY}' AS _snapshot_date, "
-                 f"now() AS _loaded_at FROM {source}")
-    conn.execute(f"ALTER TABLE _in ADD COLUMN _digest UBIGINT; UPDATE _in SET _digest = {_digest(spec)}")
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _in AS SELECT '{ORG}' AS org, * EXCLUDE (_digest), DATE '{SECOND_DAY}' "
+                 f"AS _snapshot_date, now() AS _loaded_at, {row_digest(spec)} AS _digest FROM {source}")
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT i.{spec.key} AS id FROM _in i "
                  f"LEFT JOIN {spec.table} t ON t.{spec.key} = i.{spec.key} "
                  f"WHERE t.{spec.key} IS NULL OR {_not_older(spec.version, 'i', 't')}")
@@ -125,7 +129,7 @@ def same_tables(a: Path, b: Path, spec) -> bool:
     for table in [spec.table, *(c.name for c in spec.children)]:
         columns = ", ".join(f'"{name}"' for name, in conn.execute(
             f"SELECT column_name FROM duckdb_columns() WHERE database_name = 'a' AND table_name = '{table}' "
-            "AND column_name NOT IN ('_loaded_at', '_fetched_at', '_digest')").fetchall())
+            "AND column_name NOT IN ('_loaded_at', '_fetched_at')").fetchall())
         differ += conn.execute(
             f"SELECT count(*) FROM ((SELECT {columns} FROM a.{table} EXCEPT ALL SELECT {columns} FROM b.{table}) "
             f"UNION ALL (SELECT {columns} FROM b.{table} EXCEPT ALL SELECT {columns} FROM a.{table}))").fetchone()[0]

@@ -23,6 +23,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from resources.digest import DIGEST_FIELD, digest_sql
 from resources.files import fsync_dir, pid_alive
 from resources.lake_s3 import S3Lake
 from resources.object_store import endpoint_url, region
@@ -39,11 +40,14 @@ ROWS_PER_ROW_GROUP = 10_000
 class StagedSnapshot:
     """A snapshot being written: record batches of a fixed schema streamed into a staged Parquet file,
     then finished (one row per id, the one received last by `newest_by`; rows gone from the API left
-    out). It owns a small DuckDB connection (`conn`) for finishing and for the checks that read it."""
+    out). Given `digest` fields, each row also carries its digest (resources/digest.py), hashed as it is
+    written. It owns a small DuckDB connection (`conn`) for hashing, finishing and the checks that read it."""
 
-    def __init__(self, staging: Path, schema: pa.Schema, *, key: str, newest_by: str):
+    def __init__(self, staging: Path, schema: pa.Schema, *, key: str, newest_by: str, digest: tuple[str, ...] = ()):
         self.staging = staging
-        self.schema = schema
+        self.digest = digest
+        self.rows_schema = schema  # the batches'
+        self.schema = schema.append(DIGEST_FIELD) if digest else schema  # the file's
         self.key = key
         self.newest_by = newest_by
         self.path = staging / SNAPSHOT_FILE
@@ -51,7 +55,7 @@ class StagedSnapshot:
         self.published: Path | str | None = None  # where it went, once published: a folder, or an s3:// URL
         self._buffer: list[pa.RecordBatch] = []
         self._buffered = 0
-        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self.path, schema, compression="zstd")
+        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self.path, self.schema, compression="zstd")
         self._conn: duckdb.DuckDBPyConnection | None = None
 
     @property
@@ -94,8 +98,18 @@ class StagedSnapshot:
     def _flush(self) -> None:
         if self._buffer:
             assert self._writer is not None
-            self._writer.write_table(pa.Table.from_batches(self._buffer, schema=self.schema))
+            self._writer.write_table(self._with_digest(pa.Table.from_batches(self._buffer, schema=self.rows_schema)))
         self._buffer, self._buffered = [], 0
+
+    def _with_digest(self, rows: pa.Table) -> pa.Table:
+        if not self.digest:
+            return rows
+        self.conn.register("_rows", rows)
+        try:
+            digests = self.conn.sql(f"SELECT {digest_sql(self.digest)} FROM _rows").to_arrow_table().column(0)
+        finally:
+            self.conn.unregister("_rows")
+        return rows.append_column(DIGEST_FIELD, digests)
 
     def _rewrite(self, drop: frozenset[str]) -> int:
         finished = self.staging / f"finished-{SNAPSHOT_FILE}"
@@ -153,13 +167,14 @@ class LakeResource(dg.ConfigurableResource):
     @contextmanager
     def snapshot(
         self, org: str | None, resource: str, snapshot_date: str, schema: pa.Schema, *, key: str,
-        newest_by: str | None = None, publish: bool = True,
+        newest_by: str | None = None, publish: bool = True, digest: tuple[str, ...] = (),
     ) -> Iterator[StagedSnapshot]:
         """Stage a snapshot in a private directory; when the block ends without an error it is published
         (`snapshot.published` says where), or discarded with `publish=False` (a scratch file). An error
-        discards it: readers never see a partial snapshot."""
+        discards it: readers never see a partial snapshot. Given `digest` fields, the file also holds each
+        row's digest of them (`_digest`)."""
         staging = self.new_staging_dir(org, resource, snapshot_date)
-        staged = StagedSnapshot(staging, schema, key=key, newest_by=newest_by or key)
+        staged = StagedSnapshot(staging, schema, key=key, newest_by=newest_by or key, digest=digest)
         try:
             yield staged
         except BaseException:

@@ -28,6 +28,7 @@ import pyarrow as pa
 from pydantic import PrivateAttr
 
 from resources.background_writer import BackgroundWriter
+from resources.digest import DIGEST_COLUMN, DIGEST_COMMENT, content_fields, digest_sql
 from resources.files import holding_lock, pid_alive
 from resources.orgs import DEFAULT_ORG
 from resources.sql import sql_literal
@@ -41,10 +42,6 @@ LOAD_COLUMNS = (
     ("_snapshot_date", "DATE", "Snapshot date (the day the run read it) of the latest snapshot holding the row"),
     ("_loaded_at", "TIMESTAMPTZ", "Time the sync wrote this version of the row (UTC)"),
 )
-# A hash of a row's content (every field but those recording when it was observed): a load bringing the
-# row unchanged leaves it in place and only moves its _snapshot_date.
-DIGEST_COLUMN = "_digest"
-DIGEST_COMMENT = "Hash of the row's content (every field but when it was received): tells an unchanged row"
 
 # Also a plain Python logger, so in-process runs (`commops sync`) can show lock waits on the terminal.
 _logger = logging.getLogger("commops.warehouse")
@@ -141,7 +138,7 @@ class WarehouseSession:
                 elif type_ == "JSON" and existing[name] != "JSON":  # tables made before _extra was JSON
                     self.conn.execute(f'ALTER TABLE {spec.table} ALTER COLUMN "{name}" TYPE JSON')
             if DIGEST_COLUMN not in existing:  # rows written before digests: hashed once, as a load would
-                self.conn.execute(f"UPDATE {spec.table} SET {DIGEST_COLUMN} = {_digest(spec)}")
+                self.conn.execute(f"UPDATE {spec.table} SET {DIGEST_COLUMN} = {row_digest(spec)}")
         for child in spec.children:
             wanted_child = [(ORG_COLUMN, "VARCHAR")] + [(name, type_) for name, type_, _ in child.columns]
             wanted_child += [(name, type_) for name, type_, _ in LOAD_COLUMNS]
@@ -192,19 +189,20 @@ class WarehouseSession:
         incoming row and the table's: `spec.version`, compared field by field, a NULL on either side
         deferring to the next field (`_not_older`); when every field ties, the incoming row wins.
         A winning row whose content is the table's (same `_digest`) is left in place: only its
-        `_snapshot_date` and receipt times move (a second night rewrites only what changed). Child tables are rebuilt for
-        the ids written. Returns the number of rows written. Runs in one transaction: the one write path
-        into current-state tables, nightly and incremental alike.
+        `_snapshot_date` and receipt times move (a second night rewrites only what changed). Child
+        tables are rebuilt for the ids written. Returns the number of rows written. Runs in one
+        transaction: the one write path into current-state tables, nightly and incremental alike.
 
-        Later loads compare ids, versions and digests (the wide rows are read to hash them, then again for
-        the rows written); an organization's first load inserts straight from the source. The snapshot
-        date and receipt times of the rows seen again move by ids and versions read from the source's
-        narrow columns.
+        A source carrying `_digest` (a lake snapshot, hashed as it was written) is compared by its
+        narrow columns alone (ids, versions, receipt times, digests), and only the rows written are
+        read whole; any other source is hashed here. An organization's first load inserts straight
+        from the source.
         """
         key = spec.key
         conn = self.conn
         this_org = f"{ORG_COLUMN} = {sql_literal(org)}"
         stamp = "NULL::DATE" if snapshot_date is None else f"DATE {sql_literal(snapshot_date)}"
+        hashed = DIGEST_COLUMN in self._relation_columns(source_relation)
         source = (
             f"(SELECT {sql_literal(org)} AS {ORG_COLUMN}, *, {stamp} AS _snapshot_date, now() AS _loaded_at "
             f"FROM {source_relation})"
@@ -215,22 +213,20 @@ class WarehouseSession:
         try:
             if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
                 source = self._newest_per_key(spec, source)
-            plain, source = source, f"(SELECT *, {_digest(spec)} AS {DIGEST_COLUMN} FROM {source})"
-            first_load = not conn.execute(f"SELECT count(*) FROM {spec.table} WHERE {this_org}").fetchone()[0]
-            if first_load:  # every row is new: nothing to compare
-                written = source
-                conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM {plain}")
+            if not hashed:
+                source = f"(SELECT *, {row_digest(spec)} AS {DIGEST_COLUMN} FROM {source})"
+            narrow = f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *receipt_columns(spec), DIGEST_COLUMN)))} FROM {source})"
+            if not conn.execute(f"SELECT count(*) FROM {spec.table} WHERE {this_org}").fetchone()[0]:
+                written = source  # the organization's first load: every row is new, nothing to compare
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM {narrow}")
             else:
-                # Ids only: a join carrying the wide rows ran out of the 128 MB limit at 1M changed rows.
                 conn.execute(
-                    f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT i.{key} AS id FROM {source} i "
+                    f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT i.{key} AS id FROM {narrow} i "
                     f"LEFT JOIN {table} t ON t.{key} = i.{key} WHERE t.{key} IS NULL OR ({not_older} "
                     f"AND t.{DIGEST_COLUMN} IS DISTINCT FROM i.{DIGEST_COLUMN})"
                 )
                 written = f"(SELECT * FROM {source} WHERE {key} IN (SELECT id FROM _merged_ids))"
-                self._observe_again(spec, org, stamp if snapshot_date is not None else None,
-                                    f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *receipt_columns(spec))))} FROM {plain}) i "
-                                    f"JOIN {table} t ON t.{key} = i.{key} WHERE {not_older}")
+                self._observe_again(spec, org, stamp if snapshot_date is not None else None, narrow)
                 conn.execute(f"DELETE FROM {spec.table} WHERE {this_org} AND {key} IN (SELECT id FROM _merged_ids)")
             conn.execute(f"INSERT INTO {spec.table} BY NAME SELECT * FROM {written}")
             for child in spec.children:
@@ -244,24 +240,25 @@ class WarehouseSession:
             raise
         return int(count)
 
-    def _observe_again(self, spec: TableSpec, org: str, stamp: str | None, seen: str) -> None:
-        """The rows `seen` again (a FROM clause over incoming `i`) take the incoming row's receipt times
-        (`spec.observed`: a row loaded later and observed earlier must still lose to them) and, given a
-        snapshot's `stamp`, that snapshot date, they and their child rows. Rows about to be rewritten are
-        among them: updated, then replaced."""
+    def _observe_again(self, spec: TableSpec, org: str, stamp: str | None, incoming: str) -> None:
+        """The table's rows that `incoming` (its narrow columns: key, versions, receipt times) brings again,
+        not older, take the incoming row's receipt times (`spec.observed`: a row loaded later and observed
+        earlier must still lose to them) and, given a snapshot's `stamp`, that snapshot date, they and their
+        child rows. Rows about to be rewritten are among them: updated, then replaced."""
         this_org = f"{ORG_COLUMN} = {sql_literal(org)}"
-        receipts = receipt_columns(spec)
-        execute = self.conn.execute
-        execute(f"CREATE OR REPLACE TEMP TABLE _seen AS SELECT {', '.join(f'i.{c}' for c in (spec.key, *receipts))} FROM {seen}")
-        later = "CASE WHEN {1}.{0} IS NULL OR s.{0} > {1}.{0} THEN s.{0} ELSE {1}.{0} END"  # the later receipt
-        moved = [f"{name} = {later.format(name, spec.table)}" for name in receipts] + ([f"_snapshot_date = {stamp}"] if stamp else [])
-        if moved:
-            execute(f"UPDATE {spec.table} SET {', '.join(moved)} FROM _seen s "
-                    f"WHERE {spec.table}.{this_org} AND {spec.table}.{spec.key} = s.{spec.key}")
+        table, key = spec.table, spec.key
+        later = "CASE WHEN {1}.{0} IS NULL OR i.{0} > {1}.{0} THEN i.{0} ELSE {1}.{0} END"  # the later receipt
+        moved = [f"{name} = {later.format(name, table)}" for name in receipt_columns(spec)]
+        moved += [f"_snapshot_date = {stamp}"] if stamp else []
+        if not moved:
+            return
+        self.conn.execute(f"UPDATE {table} SET {', '.join(moved)} FROM {incoming} i WHERE {table}.{this_org} "
+                          f"AND {table}.{key} = i.{key} AND {_not_older(spec.version, 'i', table)}")
         for child in spec.children if stamp else ():
-            execute(f"UPDATE {child.name} SET _snapshot_date = {stamp} WHERE {this_org} AND {child.parent_key} IN "
-                    f"(SELECT {spec.key} FROM _seen) AND _snapshot_date IS DISTINCT FROM {stamp}")
-        execute("DROP TABLE _seen")
+            self.conn.execute(
+                f"UPDATE {child.name} SET _snapshot_date = {stamp} WHERE {this_org} AND _snapshot_date IS DISTINCT "
+                f"FROM {stamp} AND {child.parent_key} IN (SELECT {key} FROM {table} WHERE {this_org} AND _snapshot_date = {stamp})"
+            )
 
     def _newest_per_key(self, spec: TableSpec, source: str) -> str:
         """`source` with one row per key: the row no other row of its key is newer than by `_not_older`
@@ -320,6 +317,8 @@ class WarehouseSession:
         )
         for f in spec.schema:
             self.conn.execute(f'COMMENT ON COLUMN {spec.history_view}."{f.name}" IS {sql_literal(description(f))}')
+        if DIGEST_COLUMN in self._columns(spec.history_view):  # snapshots written before digests lack it
+            self.conn.execute(f'COMMENT ON COLUMN {spec.history_view}."{DIGEST_COLUMN}" IS {sql_literal(DIGEST_COMMENT)}')
         self.conn.execute(f"COMMENT ON COLUMN {spec.history_view}.snapshot_date IS 'Snapshot date (lake folder)'")
         self.conn.execute(f"COMMENT ON COLUMN {spec.history_view}.{ORG_COLUMN} IS {sql_literal(ORG_COMMENT + ' (lake folder)')}")
 
@@ -327,6 +326,9 @@ class WarehouseSession:
         """Rows of `table`, of one organization when `org` is given."""
         where = "" if org is None else f" WHERE {ORG_COLUMN} = {sql_literal(org)}"
         return int(self.conn.execute(f"SELECT count(*) FROM {table}{where}").fetchone()[0])
+
+    def _relation_columns(self, relation: str) -> list[str]:
+        return [row[0] for row in self.conn.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
 
     def _columns(self, table: str) -> dict[str, str]:
         rows = self.conn.execute(
@@ -369,10 +371,9 @@ class WarehouseSession:
                 execute(f'COMMENT ON COLUMN {child.name}."{name}" IS {sql_literal(text + " (of the parent row)")}')
 
 
-def _digest(spec: TableSpec) -> str:
-    """SQL: the row's digest, a hash of every schema field but those recording when it was received."""
-    content = [f'"{f.name}"' for f in spec.schema if f.name not in spec.observed]
-    return f"hash({', '.join(content)})"
+def row_digest(spec: TableSpec) -> str:
+    """SQL: the row's digest (resources/digest.py), as the lake writes it."""
+    return digest_sql(content_fields(spec.schema, spec.observed))
 
 
 def receipt_columns(spec: TableSpec) -> tuple[str, ...]:

@@ -6,6 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.catalog import CATALOG, KOL_DETAILS
+from resources.digest import DIGEST_FIELD
+from resources.warehouse import row_digest
 from tests.pipeline.sync_support import (
     api_detail,
     api_items,
@@ -123,15 +125,26 @@ def test_history_views_read_every_snapshot(synced):
         assert rows == query(db, f"SELECT count(*) FROM {spec.table}")[0][0]
 
 
-def test_lake_snapshot_has_the_explicit_schema(synced):
+def test_lake_snapshot_has_the_explicit_schema_and_each_rows_digest(synced):
+    """The explicit schema, then `_digest`: each row's content hashed as it was written, equal to the hash the
+    warehouse computes from the same row read back (so a later merge compares digests, not rows) and to the
+    table's own digest of it."""
     _, data_dir, summary = synced
     for spec in CATALOG:
         folder = data_dir / "lake" / "org=default" / spec.name / f"snapshot_date={summary.snapshot_date}"
         files = sorted(p.name for p in folder.iterdir())
         assert files == ["data.parquet"]
         schema = pq.read_schema(folder / "data.parquet")
-        assert schema.remove_metadata().equals(spec.schema.remove_metadata(), check_metadata=False)
+        assert schema.remove_metadata().equals(spec.schema.append(DIGEST_FIELD).remove_metadata(), check_metadata=False)
         assert not list((data_dir / "lake" / ".staging").glob("*"))
+        snapshot = f"read_parquet('{folder / 'data.parquet'}')"
+        ((rows, differ),) = query(data_dir / "warehouse.duckdb",
+                                  f"SELECT count(*), count(*) FILTER (WHERE _digest <> {row_digest(spec)}) FROM {snapshot}")
+        assert rows > 0 and differ == 0, spec.name
+        ((in_table, differ),) = query(data_dir / "warehouse.duckdb",
+                                      f"SELECT count(*), count(*) FILTER (WHERE t._digest <> s._digest) FROM {spec.table} t "
+                                      f"JOIN {snapshot} s USING (id)")
+        assert in_table == rows and differ == 0, spec.name
 
 
 def test_extra_is_a_json_column_and_null_where_the_api_sent_no_unknown_field(synced):

@@ -8,9 +8,13 @@ from datetime import UTC, datetime
 import dagster as dg
 import duckdb
 import pyarrow as pa
+import pytest
 
 from assets.catalog import PRODUCTS
 from assets.records import RecordConverter
+from resources.digest import content_fields
+from resources.lake import StagedSnapshot
+from resources.sql import read_parquet
 from resources.warehouse import WarehouseResource, WarehouseSession
 from assets.snapshot_date import today
 from tests.pipeline.sync_support import query, sync, table_rows, warehouse_state, with_orgs
@@ -290,7 +294,24 @@ def _old_path(conn, spec, source: str, org: str, snapshot_date: str) -> None:
     conn.execute(f"INSERT INTO {spec.table} BY NAME SELECT * FROM _in WHERE id IN (SELECT id FROM _ids)")
 
 
-def test_a_second_night_rewrites_only_changed_rows_and_leaves_the_tables_the_old_path_left():
+def _source(conn, name: str, records: list[dict], spec, kind: str, tmp_path) -> str:
+    """`records` as a merge source: a registered Arrow table (hashed by the merge), or a Parquet file written as
+    the lake writes a snapshot, each row's digest hashed as it was written (read, not hashed, by the merge)."""
+    batch = RecordConverter(spec.schema).to_batch(records)
+    if kind == "arrow":
+        conn.register(name.replace("/", "_"), pa.Table.from_batches([batch]))
+        return name.replace("/", "_")
+    (tmp_path / name).mkdir(parents=True)
+    staged = StagedSnapshot(tmp_path / name, spec.schema, key=spec.key, newest_by="_fetched_at",
+                            digest=content_fields(spec.schema, spec.observed))
+    staged.write(batch)
+    staged.finish()
+    staged.close()
+    return read_parquet(staged.path)
+
+
+@pytest.mark.parametrize("kind", ["arrow", "lake"])
+def test_a_second_night_rewrites_only_changed_rows_and_leaves_the_tables_the_old_path_left(kind, tmp_path):
     from assets.catalog import KOLS
 
     first = [_kol(f"kol_{i:04d}", f"Dr {i}", "2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z") for i in range(300)]
@@ -304,18 +325,17 @@ def test_a_second_night_rewrites_only_changed_rows_and_leaves_the_tables_the_old
         conn = duckdb.connect()
         session = WarehouseSession(conn)
         session.ensure_table(KOLS)
-        conn.register("incoming", pa.Table.from_batches([RecordConverter(KOLS.schema).to_batch(first)]))
-        session.merge(KOLS, "incoming", org="default", snapshot_date="2026-05-02")
+        session.merge(KOLS, _source(conn, f"{path}/night1", first, KOLS, kind, tmp_path), org="default", snapshot_date="2026-05-02")
         before = dict(conn.execute("SELECT id, _loaded_at FROM kols").fetchall())
-        conn.register("incoming2", pa.Table.from_batches([RecordConverter(KOLS.schema).to_batch(second)]))
+        incoming2 = _source(conn, f"{path}/night2", second, KOLS, kind, tmp_path)
         if path == "new":
-            written = session.merge(KOLS, "incoming2", org="default", snapshot_date="2026-05-03")
+            written = session.merge(KOLS, incoming2, org="default", snapshot_date="2026-05-03")
             assert written == 6 + 1  # the changed rows and the new one: nothing else was rewritten
             after = dict(conn.execute("SELECT id, _loaded_at FROM kols").fetchall())
             untouched = {i for i in before if before[i] == after[i]}
             assert untouched == set(before) - {f"kol_{i:04d}" for i in range(0, 300, 50)}
         else:
-            _old_path(conn, KOLS, "incoming2", "default", "2026-05-03")
+            _old_path(conn, KOLS, incoming2, "default", "2026-05-03")
         columns = [f'"{name}"' for (name,) in conn.execute(
             "SELECT column_name FROM duckdb_columns() WHERE table_name = 'kols' AND column_name NOT IN "
             "('_loaded_at', '_fetched_at', '_digest') ORDER BY column_index").fetchall()]
