@@ -16,6 +16,9 @@ read the snapshot current when they start (immutable files), whatever commits me
 
 Child tables have no version of their own: they are rewritten for the parents written, before the parents,
 so a publish that fails between the two is completed by the next one.
+
+pyiceberg and SQLAlchemy are imported where they are used: every run loads this module with the code
+location, and a run that publishes nowhere (COMMOPS_ICEBERG_* unset) does not carry their ~30 MB.
 """
 
 from __future__ import annotations
@@ -27,18 +30,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import duckdb
 import pyarrow as pa
 from pydantic import PrivateAttr
-from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
-from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.expressions import BooleanExpression
 
 from resources.object_store import S3Location, endpoint_url, region
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV, SettingsError
@@ -114,6 +115,10 @@ def open_catalog(catalog_url: str | None, warehouse: str | None) -> Catalog:
         raise SettingsError(
             f"{missing} is not set: the Iceberg tables need both {ICEBERG_CATALOG_URL_ENV} and {ICEBERG_WAREHOUSE_ENV}"
         )
+    from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         url = make_url(catalog_url)
     except ArgumentError:
@@ -135,6 +140,8 @@ def open_catalog(catalog_url: str | None, warehouse: str | None) -> Catalog:
 
 
 def _publish_table(conn: duckdb.DuckDBPyConnection, catalog: Catalog, namespace: str, spec: TableSpec) -> Published:
+    from pyiceberg.exceptions import CommitFailedException
+
     identifier = f"{namespace}.{spec.table}"
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = _table(catalog, identifier, conn, spec.table)
@@ -206,6 +213,8 @@ def _replace(table: Any, conn: duckdb.DuckDBPyConnection, name: str, key: str, *
 def _delete_filter(conn: duckdb.DuckDBPyConnection, key: str, *, only_replaced: bool) -> BooleanExpression | None:
     """Per org: the whole org when all its stored rows are replaced, else the replaced ids (for a child
     table every winner's id: a replaced parent's old children go, a new parent has none)."""
+    from pyiceberg.expressions import And, EqualTo, In, Or
+
     which = "WHERE replaces" if only_replaced else ""
     groups = conn.execute(
         f"SELECT org, org IN (SELECT org FROM _whole_orgs), list(id) FROM _winners {which} GROUP BY org"
@@ -219,6 +228,8 @@ def _delete_filter(conn: duckdb.DuckDBPyConnection, key: str, *, only_replaced: 
 def _table(catalog: Catalog, identifier: str, conn: duckdb.DuckDBPyConnection, name: str) -> Any:
     """The Iceberg table `identifier`, created from analytics.duckdb's table `name` if missing; columns the
     warehouse gained since are added (union by name)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
     schema = conn.sql(f"SELECT {_select_list(conn, name)} FROM a.{name} LIMIT 0").to_arrow_table().schema
     try:
         table = catalog.load_table(identifier)

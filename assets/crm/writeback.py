@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from assets.crm.reconcile import FULL_NAME, FieldRule
 from assets.crm.tables import AUDIT_TABLE, RESULT_TABLE, ensure_tables
-from resources.crm.salesforce import WriteResult
+from resources.crm.base import WriteResult
 
 PLAN = pa.schema(
     [

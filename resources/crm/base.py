@@ -1,9 +1,10 @@
-"""What both CRM resources share: the external-id field, the admin's custom fields (the mapping's settings) and
-the probable-match threshold."""
+"""What both CRM resources share: the external-id field, the admin's custom fields (the mapping's settings),
+the probable-match threshold, and what a write reports per row."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import dagster as dg
 from pydantic import Field, field_validator
@@ -11,6 +12,18 @@ from pydantic import Field, field_validator
 from resources.crm.mapping import DEFAULT_EXTERNAL_ID_FIELD
 
 DEFAULT_MATCH_THRESHOLD = 0.9  # chosen by benchmarks/crm_matching.py (docs/crm-decisions-reconciliation.md)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """One written row for the audit trail: the key it was sent under, the Contact Id, created or updated."""
+
+    key: str
+    crm_id: str | None
+    created: bool
+    success: bool
+    error: str | None = None
+
 
 
 class MappedCrmResource(dg.ConfigurableResource):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -32,7 +31,7 @@ from simple_salesforce.exceptions import (
 )
 from urllib3.util.retry import Retry
 
-from resources.crm.base import MappedCrmResource
+from resources.crm.base import MappedCrmResource, WriteResult
 from resources.crm.errors import CrmError
 from resources.crm.mapping import ContactMapping, parse_custom_fields, to_batch
 
@@ -40,17 +39,6 @@ T = TypeVar("T")
 CREDENTIALS_HINT = "check SALESFORCE_USERNAME, SALESFORCE_PASSWORD and SALESFORCE_SECURITY_TOKEN"
 NOT_RENEWABLE = ("Salesforce session expired and cannot be renewed: set SALESFORCE_USERNAME/SALESFORCE_PASSWORD/"
                  "SALESFORCE_SECURITY_TOKEN or a fresh SALESFORCE_SESSION_ID")
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """One written row for the audit trail: the key it was sent under, the Contact Id, created or updated."""
-
-    key: str
-    crm_id: str | None
-    created: bool
-    success: bool
-    error: str | None = None
 
 
 class _TimeoutAdapter(HTTPAdapter):

@@ -8,6 +8,7 @@ Dagster storage holds their values. A CSV export (COMMOPS_CRM_CSV) wins over Sal
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import Field
@@ -17,7 +18,9 @@ from resources.crm.base import DEFAULT_MATCH_THRESHOLD
 from resources.crm.csv_export import CrmCsvResource
 from resources.crm.errors import CrmError
 from resources.crm.mapping import DEFAULT_EXTERNAL_ID_FIELD, parse_custom_fields
-from resources.crm.salesforce import SalesforceResource
+
+if TYPE_CHECKING:
+    from resources.crm.salesforce import SalesforceResource
 
 PASSWORD_ENV = "SALESFORCE_PASSWORD"
 SECURITY_TOKEN_ENV = "SALESFORCE_SECURITY_TOKEN"
@@ -73,6 +76,8 @@ def build_crm_resource(settings: CrmSettings | None = None) -> SalesforceResourc
     if not (settings.salesforce_username or settings.salesforce_instance_url):
         return None
     # only variables that are set become EnvVars: Dagster refuses an EnvVar whose variable is missing
+    from resources.crm.salesforce import SalesforceResource  # simple-salesforce only where Salesforce is the CRM
+
     secrets = {name: dg.EnvVar(env) for name, env in (("password", PASSWORD_ENV), ("security_token", SECURITY_TOKEN_ENV),
                                                       ("session_id", SESSION_ID_ENV)) if os.environ.get(env)}
     return SalesforceResource(
