@@ -196,7 +196,8 @@ class WarehouseSession:
         A source carrying `_digest` (a lake snapshot, hashed as it was written) is compared by its
         narrow columns alone (ids, versions, receipt times, digests), and only the rows written are
         read whole; any other source is hashed here. An organization's first load inserts straight
-        from the source.
+        from the source. Ids that came twice are found by the comparison itself (the newest of each is
+        kept, by the rule above), on a first load by counting them.
         """
         key = spec.key
         conn = self.conn
@@ -207,27 +208,23 @@ class WarehouseSession:
             f"(SELECT {sql_literal(org)} AS {ORG_COLUMN}, *, {stamp} AS _snapshot_date, now() AS _loaded_at "
             f"FROM {source_relation})"
         )
-        table = f"(SELECT * FROM {spec.table} WHERE {this_org})"
-        not_older = _not_older(spec.version, "i", "t")
         conn.execute("BEGIN TRANSACTION")
         try:
-            if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
-                source = self._newest_per_key(spec, source)
-            if not hashed:
-                source = f"(SELECT *, {row_digest(spec)} AS {DIGEST_COLUMN} FROM {source})"
-            narrow = f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *receipt_columns(spec), DIGEST_COLUMN)))} FROM {source})"
-            if not conn.execute(f"SELECT count(*) FROM {spec.table} WHERE {this_org}").fetchone()[0]:
-                written = source  # the organization's first load: every row is new, nothing to compare
-                conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM {narrow}")
+            if not self.count(spec.table, org):  # the organization's first load: every row is new, nothing to compare
+                if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
+                    source = self._newest_per_key(spec, source)
+                written = self._with_digest(spec, source, hashed)
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM {written}")
             else:
-                conn.execute(
-                    f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT i.{key} AS id FROM {narrow} i "
-                    f"LEFT JOIN {table} t ON t.{key} = i.{key} WHERE t.{key} IS NULL OR ({not_older} "
-                    f"AND t.{DIGEST_COLUMN} IS DISTINCT FROM i.{DIGEST_COLUMN})"
-                )
-                written = f"(SELECT * FROM {source} WHERE {key} IN (SELECT id FROM _merged_ids))"
-                self._observe_again(spec, org, stamp if snapshot_date is not None else None, narrow)
-                conn.execute(f"DELETE FROM {spec.table} WHERE {this_org} AND {key} IN (SELECT id FROM _merged_ids)")
+                incoming = self._with_digest(spec, source, hashed)
+                if self._meet(spec, org, incoming):  # an id came twice: the newest of each, then meet again
+                    incoming = self._with_digest(spec, self._newest_per_key(spec, source), hashed)
+                    self._meet(spec, org, incoming)
+                written = f"(SELECT * FROM {incoming} WHERE {key} IN (SELECT id FROM _merged_ids))"
+                self._observe_again(spec, org, stamp if snapshot_date is not None else None)
+                conn.execute(f"DELETE FROM {spec.table} WHERE rowid IN (SELECT _row FROM _incoming WHERE written IS NOT NULL "
+                             "AND _row IS NOT NULL)")
+                conn.execute("DROP TABLE _incoming")
             conn.execute(f"INSERT INTO {spec.table} BY NAME SELECT * FROM {written}")
             for child in spec.children:
                 self._rebuild_child(spec.table, child, org)
@@ -240,11 +237,38 @@ class WarehouseSession:
             raise
         return int(count)
 
-    def _observe_again(self, spec: TableSpec, org: str, stamp: str | None, incoming: str) -> None:
-        """The table's rows that `incoming` (its narrow columns: key, versions, receipt times) brings again,
-        not older, take the incoming row's receipt times (`spec.observed`: a row loaded later and observed
-        earlier must still lose to them) and, given a snapshot's `stamp`, that snapshot date, they and their
-        child rows. Rows about to be rewritten are among them: updated, then replaced."""
+    @staticmethod
+    def _with_digest(spec: TableSpec, source: str, hashed: bool) -> str:
+        """`source` with its rows' `_digest`: carried (a lake snapshot's), or hashed here."""
+        return source if hashed else f"(SELECT *, {row_digest(spec)} AS {DIGEST_COLUMN} FROM {source})"
+
+    def _meet(self, spec: TableSpec, org: str, incoming: str) -> bool:
+        """One join of the incoming rows' narrow columns (ids, versions, receipt times, digests) with the
+        table's: TEMP TABLE `_incoming` holds, per incoming row, the table row it meets (`_row`, its rowid,
+        which the updates of the merge keep), whether that row is seen again (not older: `seen`) and, when
+        the incoming row is written (new, or not older and changed), its id (`written`); the receipt times
+        ride along. TEMP TABLE `_merged_ids` holds the ids written. Returns whether an id came twice (the
+        join is then to be made again with one row per id)."""
+        key, this_org = spec.key, f"{ORG_COLUMN} = {sql_literal(org)}"
+        not_older = _not_older(spec.version, "i", "t")
+        narrow = f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *receipt_columns(spec), DIGEST_COLUMN)))} FROM {incoming})"
+        receipts = "".join(f", i.{name}" for name in receipt_columns(spec))
+        changed = f"t.{key} IS NULL OR ({not_older} AND t.{DIGEST_COLUMN} IS DISTINCT FROM i.{DIGEST_COLUMN})"
+        execute = self.conn.execute
+        execute(f"CREATE OR REPLACE TEMP TABLE _incoming AS SELECT t._row, CASE WHEN {changed} THEN i.{key} END AS "
+                f"written, t.{key} IS NOT NULL AND {not_older} AS seen{receipts} FROM {narrow} i "
+                f"LEFT JOIN (SELECT rowid AS _row, * FROM {spec.table} WHERE {this_org}) t ON t.{key} = i.{key}")
+        execute("CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT written AS id FROM _incoming WHERE written IS NOT NULL")
+        # Cheaper than counting distinct ids: a table row met twice, or a new id (or a NULL one) twice.
+        return bool(execute(
+            "SELECT count(_row) - count(DISTINCT _row) + count(*) FILTER (WHERE _row IS NULL) "
+            "- count(DISTINCT written) FILTER (WHERE _row IS NULL) FROM _incoming").fetchone()[0])
+
+    def _observe_again(self, spec: TableSpec, org: str, stamp: str | None) -> None:
+        """The table's rows seen again (`_incoming`: met by an incoming row not older) take the incoming row's
+        receipt times (`spec.observed`: a row loaded later and observed earlier must still lose to them) and,
+        given a snapshot's `stamp`, that snapshot date, they and their child rows. Rows about to be rewritten
+        are among them: updated, then replaced."""
         this_org = f"{ORG_COLUMN} = {sql_literal(org)}"
         table, key = spec.table, spec.key
         later = "CASE WHEN {1}.{0} IS NULL OR i.{0} > {1}.{0} THEN i.{0} ELSE {1}.{0} END"  # the later receipt
@@ -252,8 +276,7 @@ class WarehouseSession:
         moved += [f"_snapshot_date = {stamp}"] if stamp else []
         if not moved:
             return
-        self.conn.execute(f"UPDATE {table} SET {', '.join(moved)} FROM {incoming} i WHERE {table}.{this_org} "
-                          f"AND {table}.{key} = i.{key} AND {_not_older(spec.version, 'i', table)}")
+        self.conn.execute(f"UPDATE {table} SET {', '.join(moved)} FROM _incoming i WHERE {table}.rowid = i._row AND i.seen")
         for child in spec.children if stamp else ():
             self.conn.execute(
                 f"UPDATE {child.name} SET _snapshot_date = {stamp} WHERE {this_org} AND _snapshot_date IS DISTINCT "

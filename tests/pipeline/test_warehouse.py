@@ -281,6 +281,28 @@ def test_a_newer_dated_row_in_a_batch_beats_an_older_one_whatever_the_fetch_orde
     assert conn.execute("SELECT full_name FROM kols").fetchall() == [("Updated later, fetched first",)]
 
 
+@pytest.mark.parametrize("kind", ["arrow", "lake"])
+def test_an_id_twice_in_a_later_load_keeps_the_newest_of_the_two_against_the_table(kind, tmp_path):
+    """A later load compares before it counts ids: an id twice in it (known to the table, or new) must still
+    come down to the newest of the two, measured against the table as a single row would be."""
+    from assets.catalog import KOLS
+
+    conn = duckdb.connect()
+    session = WarehouseSession(conn)
+    session.ensure_table(KOLS)
+    first = [_kol("kol_a", "A", "2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z"),
+             _kol("kol_b", "B", "2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z")]
+    session.merge(KOLS, _source(conn, "night1", first, KOLS, kind, tmp_path), org="default")
+    second = [_kol("kol_a", "A newer", "2026-05-03T00:00:00Z", "2026-05-04T00:00:00Z"),
+              _kol("kol_a", "A older than the table", "2026-04-01T00:00:00Z", "2026-05-05T00:00:00Z"),
+              _kol("kol_c", "C first", "2026-05-01T00:00:00Z", "2026-05-04T00:00:00Z"),
+              _kol("kol_c", "C updated", "2026-05-02T00:00:00Z", "2026-05-03T00:00:00Z"),
+              _kol("kol_b", "B", "2026-05-01T00:00:00Z", "2026-05-04T00:00:00Z")]  # unchanged
+    assert session.merge(KOLS, _source(conn, "night2", second, KOLS, kind, tmp_path), org="default") == 2
+    assert sorted(conn.execute("SELECT id, full_name FROM kols").fetchall()) == [
+        ("kol_a", "A newer"), ("kol_b", "B"), ("kol_c", "C updated")]
+
+
 def _old_path(conn, spec, source: str, org: str, snapshot_date: str) -> None:
     """The write path before issue 22, as the reference: every incoming row not older than the table's is
     deleted and inserted again (children rebuilt), whether or not it changed."""
