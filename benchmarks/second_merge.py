@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -93,6 +94,7 @@ def first_night(data: Path, copy: Path, spec) -> float:
 
     shutil.rmtree(copy, ignore_errors=True)
     copy.mkdir()
+    os.sync()  # as before the second night: no earlier copy's writeback inside the timing
     with WarehouseResource(data_dir=str(copy)).writer() as session:
         session.ensure_table(spec)
         started = time.perf_counter()
@@ -107,6 +109,9 @@ def second_night(data: Path, copy: Path, spec, source: str, reference: bool) -> 
 
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(data, copy)
+    # The copy's dirty pages written out first: the merge's CHECKPOINT fsyncs, and would otherwise wait for
+    # the writeback of a copy no real night makes (0.19 s against 0.002 s for one product changed at 1M).
+    os.sync()
     # The old path (the reference) holds every incoming row in a temp table: give it room at 1M.
     with WarehouseResource(data_dir=str(copy), **({"memory_limit": "2GB"} if reference else {})).writer() as session:
         started = time.perf_counter()
