@@ -3,8 +3,8 @@
 Per catalog resource: every list of the API (KOLs: active and archived) is paged by one listing
 (resources/commops_api/_paging.py: it proves what it holds even while rows are created and archived),
 converted page by page into Arrow (each row stamped with `_fetched_at`, the time its page arrived, and
-hashed into `_digest`, its content's hash), streamed into a snapshot staged by LakeResource, checked, and only then published to
-`lake/<resource>/snapshot_date=YYYY-MM-DD/data.parquet`: a crashed run leaves no partial
+hashed into `_digest`, its content's hash), streamed into a snapshot staged by LakeResource, checked,
+and only then published to `lake/<resource>/snapshot_date=YYYY-MM-DD/data.parquet`: a crashed run leaves no partial
 snapshot, a re-run of the day replaces it atomically. The run's metadata says what was proven and
 names the rows in flux (created or archived while the lists were paged).
 """

@@ -37,14 +37,14 @@ import duckdb
 import pyarrow as pa
 from pydantic import PrivateAttr
 
-if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
-    from pyiceberg.expressions import BooleanExpression
-
 from resources.object_store import S3Location, endpoint_url, region
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV, SettingsError
 from resources.sql import sql_literal
 from resources.warehouse import DIGEST_COLUMN, ORG_COLUMN, TableSpec, _not_older, receipt_columns
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.expressions import BooleanExpression
 
 COMMIT_ATTEMPTS = 5  # another writer committed between our read and our commit: recompute, try again
 # pyiceberg's own retry re-applies the same delete and append on top of the other writer's commit, which

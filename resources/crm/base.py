@@ -25,7 +25,6 @@ class WriteResult:
     error: str | None = None
 
 
-
 class MappedCrmResource(dg.ConfigurableResource):
     external_id_field: str | None = Field(
         default=DEFAULT_EXTERNAL_ID_FIELD, description="Field (or export column) holding the KOL id (SALESFORCE_EXTERNAL_ID_FIELD)."
