@@ -5,21 +5,28 @@ A merge is handed over under a key (table, organization, snapshot date) by the s
 snapshot; the step that materializes the table takes the merge's Future by the same key and waits for
 its result, so an error raised in the thread is raised again in that step, with its own message. A
 merge nobody handed over is the table step's own to run (a run of the table alone, a re-execution).
+
+The thread runs at a lower CPU priority (Linux nice +10, the thread only): a merge takes the CPU the
+fetch leaves idle and never slows the fetch it runs beside; with nothing else to run it runs at full speed.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
-from threading import Lock
 from typing import Any
+
+NICENESS = 10  # added to the writer thread's nice value: background work, behind the fetch
 
 
 class BackgroundWriter:
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse-writer")
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse-writer", initializer=_yield_cpu)
         self._handed: dict[Hashable, Future[Any]] = {}
-        self._guard = Lock()
+        self._guard = threading.Lock()
 
     def hand(self, key: Hashable, merge: Callable[[], Any]) -> None:
         """Queue `merge` behind the merges handed before it; its result is `take(key)`'s."""
@@ -43,3 +50,11 @@ class BackgroundWriter:
         self._pool.shutdown(wait=True, cancel_futures=True)
         with self._guard:
             self._handed.clear()
+
+
+def _yield_cpu() -> None:
+    """Lower this thread's CPU priority (on Linux a thread has its own nice value; elsewhere the call would
+    reach the whole process, so it is skipped). Raising the nice value needs no privilege."""
+    if sys.platform == "linux":
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) + NICENESS)

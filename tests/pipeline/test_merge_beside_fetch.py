@@ -3,6 +3,10 @@ while the next list is fetched; the table's step takes the result, or merges its
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+
 import dagster as dg
 import duckdb
 import pytest
@@ -13,6 +17,7 @@ from assets.snapshot_date import today
 from assets.warehouse import TABLE_ASSETS
 from pipelines.cli.in_process import failure_message
 from pipelines.definitions import build_resources
+from resources.background_writer import NICENESS, BackgroundWriter
 from resources.settings import load_settings
 from tests.pipeline.conftest import start_service
 from tests.pipeline.sync_support import api_key_in_env, query, sync, warehouse_state, with_orgs
@@ -91,3 +96,19 @@ def test_a_merge_failing_in_the_background_fails_its_table_step_naming_the_cause
 
     assert "Conversion Error" in failures["overlapped"] and "INT32" in failures["overlapped"]
     assert failures["overlapped"] == failures["sequential"]  # the same message as the step's own merge gives
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is Linux's")
+def test_the_background_writer_runs_below_the_fetchs_cpu_priority():
+    """A merge beside the fetch takes only the CPU the fetch leaves idle: its thread alone is niced."""
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    fetching = nice()
+    writer = BackgroundWriter()
+    try:
+        writer.hand("kols", nice)
+        assert writer.take("kols").result() == min(fetching + NICENESS, 19)
+    finally:
+        writer.close()
+    assert nice() == fetching
