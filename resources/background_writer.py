@@ -6,8 +6,8 @@ snapshot; the step that materializes the table takes the merge's Future by the s
 its result, so an error raised in the thread is raised again in that step, with its own message. A
 merge nobody handed over is the table step's own to run (a run of the table alone, a re-execution).
 
-The thread runs at a lower CPU priority (Linux nice +10, the thread only): a merge takes the CPU the
-fetch leaves idle and never slows the fetch it runs beside; with nothing else to run it runs at full speed.
+The thread runs at a lower CPU priority (Linux nice +10, the thread only): where the two compete for a
+core, the fetch it runs beside comes first; with nothing else to run, a merge runs at full speed.
 """
 
 from __future__ import annotations
