@@ -78,7 +78,7 @@ def snapshot(
     listing = client.listing(
         spec.path, sources, sort=spec.sort, lookup_path=spec.lookup_path,
         progress=lambda label: functools.partial(progress.pages, label),
-        decoders={label: converter.decode_page for label, converter in converters.items()},
+        decoders={label: converter.decode_pages for label, converter in converters.items()},
     )
     with lake.snapshot(org, spec.name, snapshot_date, spec.schema, key=spec.key, newest_by=FETCHED_AT,
                        digest=content_fields(spec.schema, spec.observed)) as staged:

@@ -14,9 +14,10 @@ metadata.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -148,26 +149,31 @@ class RecordConverter:
         known[EXTRA_COLUMN] = json.dumps(extra, sort_keys=True, default=str) if extra else None
         return known
 
-    def decode_page(self, body: bytes) -> tuple[pa.RecordBatch, dict[str, Any]] | None:
-        """A list page's items straight from the response bytes, and its meta, without Python objects:
-        pyarrow's JSON reader against this schema (it releases the GIL, so pages decode on the second
-        core while the main thread writes). None when the page needs the dict path: an unknown field at
-        any depth, a value of another type, a timestamp the vectorized cast cannot read, a map field."""
-        if self._page_schema is None:
+    def decode_pages(self, bodies: Sequence[bytes]) -> list[tuple[pa.RecordBatch, dict[str, Any]]] | None:
+        """List pages' items straight from their response bytes, and their metas, without Python objects:
+        one call of pyarrow's JSON reader against this schema for all of them (its fixed cost per call is
+        about a page's parse; it releases the GIL), one cast per column, then a slice per page. None when
+        one of them needs another path: an unknown field at any depth, a value of another type, a
+        timestamp the vectorized cast cannot read, a map field, a body that is not one list envelope
+        (the caller then decodes them one by one, and reads as dicts a page that still will not decode)."""
+        if self._page_schema is None or not bodies:
             return None
         try:
-            table = pa_json.read_json(io.BytesIO(body), read_options=_PAGE_READ, parse_options=self._page_parse)
-            data, meta = table.column("data"), table.column("meta").to_pylist()[0]
+            table = pa_json.read_json(io.BytesIO(b"\n".join(bodies)), read_options=_PAGE_READ, parse_options=self._page_parse)
+            data, metas = table.column("data").combine_chunks(), table.column("meta").to_pylist()
         except (*_CONVERSION_ERRORS, KeyError, IndexError):
             return None
-        items = data.combine_chunks().flatten() if data.num_chunks else None
-        if items is None or not isinstance(meta, dict) or items.type != self._page_schema:
-            return None  # inferred extra fields, or no page at all: the dict path keeps what is unknown
+        if len(data) != len(bodies) or data.null_count or not all(isinstance(m, dict) for m in metas):
+            return None  # a body held no envelope, or more than one
+        items = data.flatten()
+        if items.type != self._page_schema:
+            return None  # inferred extra fields: the dict path keeps what is unknown
         try:
-            columns = [self._page_column(items, f) for f in self.schema]
+            batch = pa.RecordBatch.from_arrays([self._page_column(items, f) for f in self.schema], schema=self.schema)
         except _CONVERSION_ERRORS:
             return None
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema), meta
+        bounds = list(itertools.accumulate(pc.list_value_length(data).to_pylist(), initial=0))
+        return [(batch.slice(start, end - start), meta) for start, end, meta in zip(bounds, bounds[1:], metas)]
 
     def _page_column(self, items: pa.StructArray, f: pa.Field) -> pa.Array:
         index = self._page_schema.get_field_index(f.name)

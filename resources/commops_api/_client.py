@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from ._errors import (
     NotFoundError,
     ScopeError,
 )
-from ._paging import ListSource, ListWalk, Listing, Page, ProgressCallback, Walk
+from ._paging import Fetched, ListSource, ListWalk, Listing, Page, ProgressCallback, Undecoded, Walk
 from ._rate import RateBudget
 from ._stats import RequestStats
 
@@ -40,15 +41,15 @@ class _TransientError(Exception):
     """A failure worth retrying: 5xx, timeout, dropped connection, broken body."""
 
 
-# A caller's decoder of list pages: raw body bytes -> (record batch of the items, meta), or None when the
-# page must be read as dicts (it then is, and a body that is no JSON at all is retried as broken).
-Decoder = Callable[[bytes], "tuple[Any, dict[str, Any]] | None"]
+# A caller's decoder of list pages: the raw bodies of one or more pages -> per page (record batch of the
+# items, meta), or None when they cannot be decoded together. One page that will not decode alone is read
+# as dicts, and a body that is no JSON at all is fetched again, retried as broken.
+Decoder = Callable[[Sequence[bytes]], "list[tuple[Any, dict[str, Any]]] | None"]
 
 
 @dataclass(frozen=True)
-class _Decoded:
-    batch: Any  # pyarrow.RecordBatch
-    meta: dict[str, Any]
+class _Raw:
+    content: bytes  # a 2xx response's body, not parsed yet
 
 
 @dataclass(frozen=True)
@@ -203,26 +204,23 @@ class ApiClient:
         `listing.report` says what was proven (see _paging) and `listing.drop_ids` names rows gone
         from the API.
 
-        `decoders` (per list label) turn a page's raw bytes into (record batch, meta), in the worker
-        thread that fetched it, or None for the dict path: the listing then reads ids and sort values
-        from the batch, and no Python objects are built for the items.
+        `decoders` (per list label) turn pages' raw bytes into (record batch, meta) per page, or None for
+        the dict path: the worker threads only fetch, and the listing decodes each page with the pages that
+        arrived beside it, in one call, then reads ids and sort values from the batches; no Python objects
+        are built for the items.
         `sort` is the field rows are listed by (ascending: new rows land on the last page); a server
         that rejects it is paged unsorted. `lookup_path` (e.g. "/kols/{id}") settles rows an earlier
         pass saw and the final one did not. `progress(label)` gives each list's page callback."""
-        walks = [
-            ListWalk(
-                source,
-                self._page_fetcher(path, dict(source.params), sort, order, (decoders or {}).get(source.label)),
-                endpoint=path,
-                per_page=self.per_page,
-                executor=self._executor,
-                lookahead=2 * self.max_concurrency,
-                sort=sort,
-                descending=order == "desc",
+        decoders = decoders or {}
+        walks = []
+        for source in sources:
+            decoder = decoders.get(source.label)
+            fetch = self._page_fetcher(path, dict(source.params), sort, order, raw=decoder is not None)
+            walks.append(ListWalk(
+                source, fetch, self._page_decoder(path, fetch, decoder), endpoint=path, per_page=self.per_page,
+                executor=self._executor, lookahead=4 * self.max_concurrency, sort=sort, descending=order == "desc",
                 progress=progress(source.label) if progress is not None else None,
-            )
-            for source in sources
-        ]
+            ))
         return Listing(
             walks,
             endpoint=path,
@@ -247,26 +245,52 @@ class ApiClient:
         return Walk(self.listing(path, [source], sort=sort, order=order, progress=lambda _: progress))
 
     def _page_fetcher(self, path: str, base_params: dict[str, Any], sort: str | None, order: str,
-                      decode: Decoder | None = None) -> Callable[[int, int], Page]:
+                      raw: bool = False) -> Callable[..., Fetched]:
+        """fetch(number, per_page): the page; with `raw`, its body left undecoded (`raw=False` overrides)."""
         sorted_params = {**base_params, "sort": sort, "order": order} if sort else base_params
 
-        def fetch(number: int, per_page: int) -> Page:
+        def fetch(number: int, per_page: int, *, raw: bool = raw) -> Fetched:
             use = base_params if path in self._sort_rejected else sorted_params
             try:
-                reply = self._get(path, {**use, "per_page": per_page, "page": number}, decode)
+                reply = self._get(path, {**use, "per_page": per_page, "page": number}, raw=raw)
             except ApiError as error:
                 if use is base_params or not _is_sort_rejection(error):
                     raise
                 self._reject_sort(path, sort, error)
-                reply = self._get(path, {**base_params, "per_page": per_page, "page": number}, decode)
+                reply = self._get(path, {**base_params, "per_page": per_page, "page": number}, raw=raw)
             with self._lock:
                 self._pages += 1
-            received = {"server_date": reply.server_date, "elapsed": reply.elapsed, "per_page": per_page}
-            if isinstance(reply.body, _Decoded):
-                return Page.from_decoded(number, reply.body.batch, reply.body.meta, path, **received)
-            return Page.from_body(number, reply.body, path, **received)
+            received = {"received_at": datetime.now(UTC), "server_date": reply.server_date, "elapsed": reply.elapsed}
+            if isinstance(reply.body, _Raw):
+                return Undecoded(number, per_page, reply.body.content, received)
+            return Page.from_body(number, reply.body, path, per_page=per_page, **received)
 
         return fetch
+
+    def _page_decoder(self, path: str, fetch: Callable[..., Fetched],
+                      decoder: Decoder | None) -> Callable[[list[Fetched]], list[Page]]:
+        """decode(fetched): the pages decoded, undecoded ones together by `decoder` (one call for all of
+        them), else one by one, else as dicts; a body that is no JSON is fetched again, as broken."""
+
+        def one(page: Undecoded, decoded: tuple[Any, dict[str, Any]] | None) -> Page:
+            if decoded is None and decoder is not None:
+                decoded = (decoder([page.body]) or [None])[0]
+            if decoded is not None:
+                return Page.from_decoded(page.number, *decoded, path, per_page=page.per_page, **page.received)
+            try:
+                body = json.loads(page.body)
+            except ValueError:
+                self._log.warning(f"GET {path} page {page.number}: invalid JSON body ({len(page.body)} bytes); fetching it again")
+                return fetch(page.number, page.per_page, raw=False)
+            return Page.from_body(page.number, body, path, per_page=page.per_page, **page.received)
+
+        def decode(fetched: list[Fetched]) -> list[Page]:
+            undecoded = [page for page in fetched if isinstance(page, Undecoded)]
+            together = decoder([page.body for page in undecoded]) if decoder is not None and len(undecoded) > 1 else None
+            decoded = dict(zip(map(id, undecoded), together or ()))
+            return [page if isinstance(page, Page) else one(page, decoded.get(id(page))) for page in fetched]
+
+        return decode
 
     def _settler(self, lookup_path: str) -> Callable[[list[str]], dict[str, str]]:
         """ids -> {id: "gone" (404), "archived" (the object says is_archived) or "present"}."""
@@ -285,7 +309,7 @@ class ApiClient:
     def _get_json(self, path: str, params: Mapping[str, Any] | None) -> Any:
         return self._get(path, params).body
 
-    def _get(self, path: str, params: Mapping[str, Any] | None, decode: Decoder | None = None) -> _Reply:
+    def _get(self, path: str, params: Mapping[str, Any] | None, *, raw: bool = False) -> _Reply:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TransientError),
             wait=tenacity.wait_random_exponential(multiplier=self._backoff_initial, max=self._backoff_max),
@@ -294,13 +318,13 @@ class ApiClient:
             reraise=True,
         )
         try:
-            return retrying(self._attempt, path, params, decode)
+            return retrying(self._attempt, path, params, raw)
         except _TransientError as error:
             raise ApiUnavailableError(
                 f"GET {self._url(path)} failed after {self.max_retries + 1} attempts: {error}"
             ) from None
 
-    def _attempt(self, path: str, params: Mapping[str, Any] | None, decode: Decoder | None = None) -> Any:
+    def _attempt(self, path: str, params: Mapping[str, Any] | None, raw: bool = False) -> Any:
         for _ in range(_MAX_RATE_LIMITED_WAITS + 1):
             self._budget.acquire()
             try:
@@ -325,7 +349,7 @@ class ApiClient:
             self._reached = True
             if response.status_code != 429:
                 self._budget.release(response.headers)
-                return _Reply(self._interpret(response, decode), _server_date(response), response.elapsed.total_seconds())
+                return _Reply(self._interpret(response, raw), _server_date(response), response.elapsed.total_seconds())
             pause = self._budget.rate_limited(response.headers, max_pause=_MAX_RATE_LIMITED_PAUSE_SECONDS)
             if pause > _MAX_RATE_LIMITED_PAUSE_SECONDS:
                 raise ApiError(
@@ -339,13 +363,13 @@ class ApiClient:
             f"GET {self._url(path)} still rate limited (429) after {_MAX_RATE_LIMITED_WAITS} waits"
         )
 
-    def _interpret(self, response: httpx.Response, decode: Decoder | None = None) -> Any:
+    def _interpret(self, response: httpx.Response, raw: bool = False) -> Any:
+        """A 2xx response's body (parsed, or `_Raw` bytes); an error response raised as its error."""
         status = response.status_code
         url = str(response.request.url.copy_with(query=None))
         if 200 <= status < 300:
-            decoded = decode(response.content) if decode is not None else None
-            if decoded is not None:
-                return _Decoded(*decoded)
+            if raw:
+                return _Raw(response.content)
             try:
                 return response.json()
             except ValueError:

@@ -60,7 +60,7 @@ from ._idset import IdSet, common, count_outside, outside
 ProgressCallback = Callable[[int, int], None]  # (pages done, pages expected so far)
 # ids -> {id: "gone" | "present" | "archived"}; ids it cannot tell are left out
 Settle = Callable[[list[str]], dict[str, str]]
-Fetch = Callable[[int, int], "Page"]  # (page number, per_page) -> the page
+Fetch = Callable[[int, int], "Fetched"]  # (page number, per_page) -> the page, decoded or not yet
 
 _SAMPLE = 5
 _MAX_PROBE_ROUNDS = 3
@@ -158,6 +158,20 @@ class Page:
         if self.batch is not None:
             return replace(self, batch=self.batch.filter(pa.array(keep)))
         return replace(self, items=[item for item, kept in zip(self.items, keep) if kept])
+
+
+@dataclass(frozen=True)
+class Undecoded:
+    """A list page's body as received, left for `Decode` to read together with the pages fetched beside it."""
+
+    number: int
+    per_page: int
+    body: bytes
+    received: dict[str, Any]  # Page's received_at, server_date, elapsed
+
+
+Fetched = Page | Undecoded
+Decode = Callable[[list[Fetched]], list[Page]]  # the pages, in the order given, each decoded
 
 
 @dataclass(frozen=True)
@@ -289,15 +303,17 @@ class ListWalk:
     """Passes over one list, each in two phases (body, final page), and probes; remembers every id it
     yielded, what each pass saw, and which key ranges its pages covered."""
 
-    def __init__(self, source: ListSource, fetch: Fetch, *, endpoint: str, per_page: int,
+    def __init__(self, source: ListSource, fetch: Fetch, decode: Decode, *, endpoint: str, per_page: int,
                  executor: Executor, lookahead: int, sort: str | None, descending: bool,
                  progress: ProgressCallback | None) -> None:
         self.source = source
         self.fetch = fetch
+        self.decode = decode
         self.endpoint = endpoint
         self.per_page = per_page
         self.executor = executor
         self.lookahead = max(lookahead, 1)
+        self.group = max(self.lookahead // 2, 1)  # pages decoded together; the other half stays in flight
         self.sort = None if descending else sort  # key ranges are read in ascending order only
         self.progress = progress
         self.yielded = IdSet()
@@ -334,16 +350,22 @@ class ListWalk:
             self.passes[-2].ids = IdSet()  # only the last pass's ids matter: free the older one
         per_page = self.per_page if not self.passes else max(self.last.per_page - 1, 1)
         self.passes.append(_Pass(per_page=per_page, ids=None if not self.passes else IdSet()))
-        first = self.fetch(1, per_page)
+        first = self._fetch_now(1, per_page)
         self._planned, self._next = 0, 2
         yield from self._noted(first)
-        pending: deque[Future[Page]] = deque()
+        pending: deque[Future[Fetched]] = deque()
         try:
             while self._next < self._planned or pending:
                 while self._next < self._planned and len(pending) < self.lookahead:
                     pending.append(self.executor.submit(self.fetch, self._next, per_page))
                     self._next += 1
-                yield from self._noted(pending.popleft().result())
+                # The next pages in order, half the lookahead (the other half stays in flight), and those after
+                # them that have arrived too: decoded as one group
+                arrived = [pending.popleft().result() for _ in range(min(self.group, len(pending)))]
+                while pending and pending[0].done():
+                    arrived.append(pending.popleft().result())
+                for page in self.decode(arrived):
+                    yield from self._noted(page)
         finally:
             for future in pending:
                 future.cancel()
@@ -352,7 +374,7 @@ class ListWalk:
         """End the pass: the final page alone (nothing else of the listing is in flight), then, while its
         total asks for more, the pages after it. The last of them states the list's size at the end."""
         while self._next <= self._planned:  # a one-page list has none: page 1 was its final page
-            page = self.fetch(self._next, self.last.per_page)
+            page = self._fetch_now(self._next, self.last.per_page)
             self._next += 1
             yield from self._noted(page)
         if not sort_honoured:
@@ -364,8 +386,11 @@ class ListWalk:
         requests = [_probe_request(self._position(gap)) for gap in gaps]
         futures = [self.executor.submit(self.fetch, number, per_page) for number, per_page in dict.fromkeys(requests)]
         self.probes += len(futures)
-        for future in futures:
-            yield from self._noted(future.result(), probe=True)
+        for page in self.decode([future.result() for future in futures]):
+            yield from self._noted(page, probe=True)
+
+    def _fetch_now(self, number: int, per_page: int) -> Page:
+        return self.decode([self.fetch(number, per_page)])[0]
 
     def _position(self, gap: tuple[_Key | None, _Key | None]) -> int:
         after, before = gap
