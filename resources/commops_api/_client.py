@@ -287,8 +287,8 @@ class ApiClient:
         def decode(fetched: list[Fetched]) -> list[Page]:
             undecoded = [page for page in fetched if isinstance(page, Undecoded)]
             together = decoder([page.body for page in undecoded]) if decoder is not None and len(undecoded) > 1 else None
-            decoded = dict(zip(map(id, undecoded), together or ()))
-            return [page if isinstance(page, Page) else one(page, decoded.get(id(page))) for page in fetched]
+            decoded = iter(together or [None] * len(undecoded))  # per undecoded page, in order
+            return [page if isinstance(page, Page) else one(page, next(decoded)) for page in fetched]
 
         return decode
 
