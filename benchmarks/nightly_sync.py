@@ -219,6 +219,11 @@ def main() -> None:
         served = [r["server_cpu_seconds"] for r in runs if "server_cpu_seconds" in r]
         server = f"{statistics.median(served):.2f}s" if served else "not measured (its own tiny service)"
         print(f"CPU {name:11} median client {client:.2f}s, server {server} (2 cores: wall >= sum / 2)")
+    # Where both processes' CPU, spread perfectly over the 2 cores, would already exceed the floor, no overlap helps:
+    # the gap left above this bound is scheduling, the gap below it is work.
+    cpu_floor = (statistics.median(s["cpu_seconds"] for s in syncs)
+                 + statistics.median(s["server_cpu_seconds"] for s in syncs)) / 2
+    print(f"ratio the 2 cores allow  {max(cpu_floor, bare_s) / bare_s:.2f}  (client + server CPU of the sync, / 2, / bare)")
     last = syncs[-1]["assets"]
     for name in sorted(last):
         a = last[name]
