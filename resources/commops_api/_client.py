@@ -33,6 +33,7 @@ _default_log = logging.getLogger("commops.api")
 
 # Waits on 429 for one request before giving up (each wait is Retry-After or the window reset).
 _MAX_RATE_LIMITED_WAITS = 20
+_PAGES_AHEAD_PER_THREAD = 8  # a walk's lookahead: pages requested and not yet read, per fetch thread
 # A 429 asking to wait longer than this (the plan's daily limit, typically) fails the run instead.
 _MAX_RATE_LIMITED_PAUSE_SECONDS = 900.0
 
@@ -218,7 +219,8 @@ class ApiClient:
             fetch = self._page_fetcher(path, dict(source.params), sort, order, raw=decoder is not None)
             walks.append(ListWalk(
                 source, fetch, self._page_decoder(path, fetch, decoder), endpoint=path, per_page=self.per_page,
-                executor=self._executor, lookahead=4 * self.max_concurrency, sort=sort, descending=order == "desc",
+                executor=self._executor, lookahead=_PAGES_AHEAD_PER_THREAD * self.max_concurrency, sort=sort,
+                descending=order == "desc",
                 progress=progress(source.label) if progress is not None else None,
             ))
         return Listing(

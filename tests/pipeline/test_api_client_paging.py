@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from resources.commops_api._paging import Page
+from tests.waiting import wait_until
 
 from .test_api_client_support import (
     ACTIVE,
@@ -164,6 +165,23 @@ def test_a_walk_pages_without_sort_when_the_server_rejects_the_sort_parameter(ma
     assert sorted(first) == sorted(second) == sorted(created)
     rejections = [r for r in caplog.records if "rejected sort=bogus" in r.getMessage()]
     assert len(rejections) == 1
+
+
+def test_a_walk_keeps_fetching_while_its_reader_is_busy(make_service):
+    """The reader of a walk pauses now and then (the sync writes a row group of 10,000 rows, tens of
+    milliseconds); the fetch threads go on meanwhile, 8 pages each ahead of it, so a busy reader does
+    not leave the server idle."""
+    service = make_service(signals=4_000)
+    with client_for(service, max_concurrency=4) as client:
+        pages = client.walk("/signals", sort="fetched_at").pages()
+        first, second = next(pages), next(pages)  # page 1 alone, then the body's first page: held here
+        ahead = 4 * 8
+        wait_until(lambda: client.stats.requests >= 1 + ahead, timeout=30,
+                   what=f"{ahead} body pages requested while the reader holds the first")
+        rest = list(pages)
+    ids = [item["id"] for page in (first, second, *rest) for item in page.items]
+    assert len(ids) == len(set(ids)) == 4_000
+    assert client.stats.requests == 40
 
 
 def test_get_many_fetches_detail_objects_concurrently(make_service):
