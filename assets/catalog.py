@@ -186,6 +186,12 @@ BY_NAME = {spec.name: spec for spec in CATALOG}
 # merge is left to wait for.
 FETCH_ORDER = (PRODUCTS.name, CAMPAIGNS.name, SIGNALS.name, KOLS.name)
 
+
+def fetched_after(name: str) -> tuple[str, ...]:
+    """The lists a run fetches after `name`'s (by FETCH_ORDER, then the catalog's order)."""
+    order = [*FETCH_ORDER, *(spec.name for spec in CATALOG if spec.name not in FETCH_ORDER)]
+    return tuple(order[order.index(name) + 1:])
+
 # Not a list resource: the KOL detail (GET /v1/kols/{id}) enrichment table, merged the same way.
 KOL_DETAILS = ResourceSpec(
     name="kol_details",

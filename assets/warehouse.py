@@ -8,14 +8,15 @@ analysts' copy is the `analytics` asset's (assets/analytics.py), once per run.
 
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import dagster as dg
+import duckdb
 import pyarrow.parquet as pq
 
 from assets import checks
-from assets.catalog import CATALOG, ResourceSpec
+from assets.catalog import CATALOG, ResourceSpec, fetched_after
 from assets.partitions import ORGS, partition_org
 from assets.metadata import catalog_reference, column_schema, markdown_preview
 from assets.snapshot_date import snapshot_date as run_snapshot_date
@@ -36,15 +37,43 @@ class Merged:
     preview: str
     check_results: list[dg.AssetCheckResult]
     seconds: float
+    threads: int  # DuckDB's, in the session that merged
+    note: str = ""  # what the merge had to do differently (a warning in the table's step)
 
 
 def merge_snapshot(
-    spec: ResourceSpec, org: str, snapshot_date: str, lake: LakeResource, warehouse: WarehouseResource, log: Any = None
+    spec: ResourceSpec, org: str, snapshot_date: str, lake: LakeResource, warehouse: WarehouseResource, log: Any = None,
+    *, alone: bool = False,
 ) -> Merged:
-    """Merge the published snapshot of `spec` for `org` and `snapshot_date` into its table, then check the table."""
+    """Merge the published snapshot of `spec` for `org` and `snapshot_date` into its table, then check the table.
+    `alone` (no fetch runs beside it): on the warehouse's `merge_alone_threads`, and should DuckDB run out of
+    memory there (wide rows hold a row group per thread), again on `threads`: the merge commits whole or not at all."""
+    started, note = time.monotonic(), ""
+    if alone and warehouse.merge_alone_threads > warehouse.threads:
+        try:
+            return _merge_and_check(spec, org, snapshot_date, lake, warehouse, log,
+                                    warehouse.merge_alone_threads, warehouse.merge_alone_memory_limit)
+        except duckdb.Error as error:
+            if not _out_of_memory(error):
+                raise
+            note = (f"warehouse {spec.table}: out of memory on {warehouse.merge_alone_threads} threads "
+                    f"({warehouse.merge_alone_memory_limit}), merged again on {warehouse.threads}: "
+                    + str(error).splitlines()[0])
+    merged = _merge_and_check(spec, org, snapshot_date, lake, warehouse, log, warehouse.threads, warehouse.memory_limit)
+    return replace(merged, seconds=time.monotonic() - started, note=note)
+
+
+def _out_of_memory(error: duckdb.Error) -> bool:
+    """DuckDB out of memory: raised as such, or as a TransactionException when a commit cannot allocate."""
+    return isinstance(error, duckdb.OutOfMemoryException) or "could not allocate" in str(error)
+
+
+def _merge_and_check(spec: ResourceSpec, org: str, snapshot_date: str, lake: LakeResource, warehouse: WarehouseResource,
+                     log: Any, threads: int, memory_limit: str) -> Merged:
     started = time.monotonic()
     # A lake on object storage: the committed file, downloaded for the block (docs/spec-decisions.md, #lake-on-s3).
-    with lake.local_snapshot(org, spec.name, snapshot_date) as path, warehouse.writer(log) as session:
+    with (lake.local_snapshot(org, spec.name, snapshot_date) as path,
+          warehouse.writer(log, threads=threads, memory_limit=memory_limit) as session):
         snapshot = read_parquet(path)
         snapshot_rows = pq.ParquetFile(path).metadata.num_rows
         session.ensure_table(spec)
@@ -56,7 +85,7 @@ def merge_snapshot(
         children = {f"rows_{child.name}": session.count(child.name, org) for child in spec.children}
         preview = markdown_preview(session.conn, f"(SELECT * FROM {spec.table} WHERE org = {sql_literal(org)})",
                                    [f.name for f in spec.schema][:4])
-    return Merged(snapshot_rows, written, rows, children, preview, check_results, time.monotonic() - started)
+    return Merged(snapshot_rows, written, rows, children, preview, check_results, time.monotonic() - started, threads)
 
 
 def hand_merge_to_background(
@@ -65,7 +94,8 @@ def hand_merge_to_background(
     """Called by the snapshot asset once its snapshot is published and its blocking checks passed: hand the
     table's merge to the run's background writer, so it runs while the next list is fetched. Only when the
     table's step runs later in this run (it takes the result), and after the merges of the tables it reads
-    (the writer keeps the order merges are handed in); otherwise the table's step merges, as Dagster orders it."""
+    (the writer keeps the order merges are handed in); otherwise the table's step merges, as Dagster orders it.
+    A merge no fetch of this run will run beside (the last list's: the run waits for it) takes both cores."""
     background = warehouse.background
     if background is None or not _steps_share_this_process(context):
         return False
@@ -75,8 +105,9 @@ def hand_merge_to_background(
     for read in _tables_read(spec):
         if _step_follows_in_run(context, read) and not background.handed((read.path[-1], org, snapshot_date)):
             return False
+    alone = not any(_step_follows_in_run(context, dg.AssetKey(["lake", name])) for name in fetched_after(spec.name))
     background.hand((spec.name, org, snapshot_date),
-                    functools.partial(merge_snapshot, spec, org, snapshot_date, lake, warehouse))
+                    functools.partial(merge_snapshot, spec, org, snapshot_date, lake, warehouse, alone=alone))
     return True
 
 
@@ -91,6 +122,8 @@ def load(
         merged = handed.result()  # the merge's error, raised again here, fails this step
     else:
         merged = merge_snapshot(spec, org, snapshot_date, lake, warehouse, context.log)
+    if merged.note:
+        context.log.warning(merged.note)
     context.log.info(f"warehouse {spec.table}: {merged.written} rows of {org} written, {org} has {merged.rows} rows")
     return dg.MaterializeResult(
         metadata={
@@ -100,6 +133,7 @@ def load(
             **merged.children,
             "duration_seconds": dg.MetadataValue.float(round(merged.seconds, 3)),
             "merged_beside_fetch": handed is not None,
+            "merge_threads": merged.threads,
             "table": spec.table,
             "warehouse": dg.MetadataValue.path(str(warehouse.path)),
             "preview": dg.MetadataValue.md(merged.preview),

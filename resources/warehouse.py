@@ -419,8 +419,13 @@ class WarehouseResource(dg.ConfigurableResource):
     data_dir: str
     memory_limit: str = "128MB"  # DuckDB spills beyond it: keeps the sync process small
     # One: merges run beside the fetch and leave it the other core, and an insert keeps a row group per
-    # thread in memory (with two, 1M signals ran out of the 128 MB limit; one took as long as two).
+    # thread in memory (with two, a second night of 1M signals, every row changed, runs out of 128 MB).
     threads: int = 1
+    # A merge no fetch runs beside (the run's last list's, after its last page: the run waits for it): both
+    # cores, in the same memory (1M KOLs insert in 2.0 s against 3.2 s); where that is too little, the merge
+    # runs again on `threads` (assets/warehouse.py, merge_snapshot).
+    merge_alone_threads: int = 2
+    merge_alone_memory_limit: str = "128MB"
     # The CRM reconciliation runs in its own job, after the nightly: both cores and room for its joins
     # (1M KOLs x 1M contacts: 29.75 s and 1.3 GB at these settings, benchmarks/crm_matching.py, issue 23).
     reconcile_threads: int = 2

@@ -11,7 +11,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets.catalog import CATALOG
+from assets.catalog import CATALOG, FETCH_ORDER
 from assets.lake import SNAPSHOT_ASSETS
 from assets.snapshot_date import today
 from assets.warehouse import TABLE_ASSETS
@@ -19,6 +19,7 @@ from pipelines.cli.in_process import failure_message
 from pipelines.definitions import build_resources
 from resources.background_writer import NICENESS, BackgroundWriter
 from resources.settings import load_settings
+from resources.warehouse import WarehouseResource
 from tests.pipeline.conftest import start_service
 from tests.pipeline.sync_support import api_key_in_env, query, sync, warehouse_state, with_orgs
 
@@ -69,6 +70,39 @@ def test_an_overlapped_sync_leaves_the_tables_a_run_of_the_tables_alone_leaves(s
     assert overlapped == warehouse_state(tmp_path / "sequential" / "warehouse.duckdb")
     assert {table: len(rows) for table, rows in overlapped.items() if table in ("kols", "signals")} == {
         "kols": 300, "signals": 300}
+
+
+def test_a_merge_no_fetch_runs_beside_takes_both_cores(service, tmp_path):
+    """The run waits for the last list's merge (nothing is fetched beside it): it runs with the warehouse's
+    `merge_alone_threads`; the merges beside a later list's fetch leave that fetch a core."""
+    summary = sync(service, tmp_path / "nightly")
+    threads = {spec.name: summary.asset(f"warehouse/{spec.name}").metadata["merge_threads"] for spec in CATALOG}
+    assert threads == {name: 2 if name == FETCH_ORDER[-1] else 1 for name in FETCH_ORDER}
+
+    signals_alone = _materialize(service, tmp_path / "signals", [dg.AssetKey(["lake", "signals"]),
+                                                                  dg.AssetKey(["warehouse", "signals"])])
+    assert signals_alone.success
+    assert _metadata(signals_alone, "warehouse/signals")["merge_threads"] == 2
+
+
+def test_a_merge_alone_that_runs_out_of_memory_on_two_threads_is_merged_again_on_one(service, tmp_path):
+    """Two threads hold a row group each: where the memory is too small for that (a wide table at 1M rows), the
+    merge is rolled back and made again on the warehouse's `threads`; the run succeeds, and says why it was slow."""
+    settings = load_settings(base_url=service.base_url, data_dir=str(tmp_path))
+    resources = build_resources(settings)
+    resources["warehouse"] = WarehouseResource(data_dir=str(tmp_path), merge_alone_memory_limit="1KB")
+    instance = with_orgs(dg.DagsterInstance.ephemeral())
+    with api_key_in_env(service.api_key):
+        result = dg.materialize([*SNAPSHOT_ASSETS, *TABLE_ASSETS], partition_key="default", instance=instance,
+                                selection=[dg.AssetKey(["lake", "kols"]), dg.AssetKey(["warehouse", "kols"])],
+                                resources=resources)
+
+    assert result.success and all(e.passed for e in result.get_asset_check_evaluations())
+    assert _metadata(result, "lake/kols")["merge_handed_to_background"] is True
+    assert _metadata(result, "warehouse/kols")["merge_threads"] == 1
+    [warning] = [e.user_message for e in instance.all_logs(result.run_id) if "out of memory on 2 threads" in e.user_message]
+    assert "warehouse kols: out of memory on 2 threads (1KB), merged again on 1" in warning
+    assert query(tmp_path / "warehouse.duckdb", "SELECT count(*), count(DISTINCT id) FROM kols") == [(300, 300)]
 
 
 def test_a_merge_failing_in_the_background_fails_its_table_step_naming_the_cause_and_keeps_the_snapshot(
