@@ -8,7 +8,9 @@ unmeasured bare pass, then alternates N times: (a) a bare loop (httpx, the sync'
 and sort order, every page of the four lists fetched and dropped) and (b) the core sync
 (`run_sync`, KOL details off), each in a child process so wall time and peak RSS are the
 child's own. Prints medians, the ratio sync / bare (aim <= 1.15), the sync's peak RSS
-(aim < 500 MB) and the ratio the 2 cores allow (the sync's and the server's CPU, halved, over the bare loop). Dagster's fixed cost per run (the same sync child against a service holding one row per
+(aim < 500 MB), the ratio the 2 cores allow (the sync's and the server's CPU, halved, over the bare loop) and
+the share of each loop's time with no request in flight (benchmarks/in_flight.py). Dagster's fixed cost per
+run (the same sync child against a service holding one row per
 list: instance, plan, events, checks, the analytics publish) is measured in the same alternation and
 reported apart, with the ratio of what the data costs: (sync - fixed) / bare. With --seed-cache, the seeded
 service database is kept in DIR per scale and copied from there on the next invocation (seeding 1M KOLs
@@ -51,8 +53,10 @@ BARE = """
 import json, math, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import httpx
+from benchmarks.in_flight import idle_share, record_requests
 from benchmarks.memory import own_peak_rss_mb
 base_url, key, concurrency, walks = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+spans = record_requests()
 started = time.perf_counter()
 pages = 0
 with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60,
@@ -66,14 +70,16 @@ with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"},
             body["data"]  # dropped
         pages += count
 print(json.dumps({"seconds": time.perf_counter() - started, "pages": pages,
-                  "peak_rss_mb": own_peak_rss_mb()}))
+                  "peak_rss_mb": own_peak_rss_mb(), "idle_share": idle_share(spans)}))
 """
 
 SYNC = """
 import json, os, sys, time
 import dagster as dg
+from benchmarks.in_flight import idle_share, record_requests
 from benchmarks.memory import own_peak_rss_mb
 from pipelines.cli.sync import run_sync
+spans = record_requests()
 base_url, key, data_dir, enrich, concurrency = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 os.environ["COMMOPS_API_KEY"] = key  # the resource reads it as a dg.EnvVar
 started = time.perf_counter()
@@ -82,7 +88,7 @@ summary = run_sync(base_url=base_url, data_dir=data_dir, progress=False,
 assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duration_seconds,
                    "in_flux": a.metadata.get("rows_in_flux")} for a in summary.assets}
 print(json.dumps({"seconds": time.perf_counter() - started, "failed_checks": summary.failed_checks, "assets": assets,
-                  "peak_rss_mb": own_peak_rss_mb()}))
+                  "peak_rss_mb": own_peak_rss_mb(), "idle_share": idle_share(spans)}))
 """
 
 
@@ -224,6 +230,9 @@ def main() -> None:
             # above it, scheduling (work that could overlap and does not).
             cores_allow = max((client + statistics.median(served)) / 2, bare_s) / bare_s
     print(f"ratio the 2 cores allow  {cores_allow:.2f}  (client + server CPU of the sync, / 2, / bare)")
+    print("no request in flight  median " + ", ".join(
+        f"{name} {statistics.median(r['idle_share'] for r in runs):.1%}" for name, runs in (("bare loop", bare), ("sync", syncs)))
+        + " of the time from the first request to the last (benchmarks/in_flight.py)")
     last = syncs[-1]["assets"]
     for name in sorted(last):
         a = last[name]
