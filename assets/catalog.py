@@ -192,6 +192,7 @@ def fetched_after(name: str) -> tuple[str, ...]:
     order = [*FETCH_ORDER, *(spec.name for spec in CATALOG if spec.name not in FETCH_ORDER)]
     return tuple(order[order.index(name) + 1:])
 
+
 # Not a list resource: the KOL detail (GET /v1/kols/{id}) enrichment table, merged the same way.
 KOL_DETAILS = ResourceSpec(
     name="kol_details",

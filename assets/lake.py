@@ -26,7 +26,7 @@ from assets.progress import ProgressReporter
 from assets.records import RecordConverter
 from assets.schemas import FETCHED_AT
 from assets.snapshot_date import snapshot_date as run_snapshot_date
-from assets.warehouse import hand_merge_to_background
+from assets.warehouse import hand_merge_to_background, snapshot_key
 from resources.api import CommopsApiResource
 from resources.commops_api import Page
 from resources.digest import content_fields
@@ -121,7 +121,7 @@ def snapshot(
 
 
 def build_snapshot_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
-    key = dg.AssetKey(["lake", spec.name])
+    key = snapshot_key(spec.name)
     # Dagster step priority, highest first; the table steps (priority 0) come after every fetch.
     priority = len(FETCH_ORDER) - FETCH_ORDER.index(spec.name) if spec.name in FETCH_ORDER else 0
 

@@ -105,7 +105,7 @@ def hand_merge_to_background(
     for read in _tables_read(spec):
         if _step_follows_in_run(context, read) and not background.handed((read.path[-1], org, snapshot_date)):
             return False
-    alone = not any(_step_follows_in_run(context, dg.AssetKey(["lake", name])) for name in fetched_after(spec.name))
+    alone = not any(_step_follows_in_run(context, snapshot_key(name)) for name in fetched_after(spec.name))
     background.hand((spec.name, org, snapshot_date),
                     functools.partial(merge_snapshot, spec, org, snapshot_date, lake, warehouse, alone=alone))
     return True
@@ -146,6 +146,10 @@ def table_key(name: str) -> dg.AssetKey:
     return dg.AssetKey(["warehouse", name])
 
 
+def snapshot_key(name: str) -> dg.AssetKey:
+    return dg.AssetKey(["lake", name])
+
+
 def _tables_read(spec: ResourceSpec) -> list[dg.AssetKey]:
     """The tables whose merge must come first (the reference check reads today's products)."""
     return [table_key("products")] if spec.product_refs else []
@@ -170,7 +174,7 @@ def _step_follows_in_run(context: dg.AssetExecutionContext, key: dg.AssetKey) ->
 
 def build_table_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
     key = table_key(spec.name)
-    deps = [dg.AssetKey(["lake", spec.name]), *_tables_read(spec)]  # so the reference check sees today's products
+    deps = [snapshot_key(spec.name), *_tables_read(spec)]  # so the reference check sees today's products
 
     @dg.asset(
         key=key,

@@ -8,10 +8,10 @@ unmeasured bare pass, then alternates N times: (a) a bare loop (httpx, the sync'
 and sort order, every page of the four lists fetched and dropped) and (b) the core sync
 (`run_sync`, KOL details off), each in a child process so wall time and peak RSS are the
 child's own. Prints medians, the ratio sync / bare (aim <= 1.15), the sync's peak RSS
-(aim < 500 MB), the ratio the 2 cores allow (the sync's and the server's CPU, halved, over the bare loop) and
-the share of each loop's time with no request in flight (benchmarks/in_flight.py). Dagster's fixed cost per
-run (the same sync child against a service holding one row per
-list: instance, plan, events, checks, the analytics publish) is measured in the same alternation and
+(aim < 500 MB), the ratio the 2 cores allow (the sync's and the server's CPU, halved, over the
+bare loop) and the share of each loop's time with no request in flight (benchmarks/in_flight.py).
+Dagster's fixed cost per run (the same sync child against a service holding one row per list:
+instance, plan, events, checks, the analytics publish) is measured in the same alternation and
 reported apart, with the ratio of what the data costs: (sync - fixed) / bare. With --seed-cache, the seeded
 service database is kept in DIR per scale and copied from there on the next invocation (seeding 1M KOLs
 takes minutes; the seed is reproducible, so the copy is the same data). Then one KOL detail enrichment run of

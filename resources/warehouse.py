@@ -422,8 +422,8 @@ class WarehouseResource(dg.ConfigurableResource):
     # thread in memory (with two, a second night of 1M signals, every row changed, runs out of 128 MB).
     threads: int = 1
     # A merge no fetch runs beside (the run's last list's, after its last page: the run waits for it): both
-    # cores, in the same memory (1M KOLs insert in 2.0 s against 3.2 s); where that is too little, the merge
-    # runs again on `threads` (assets/warehouse.py, merge_snapshot).
+    # cores, in the same memory (1M KOLs: 2.6-2.8 s after the last page against 3.7-4.1 s on one thread,
+    # benchmarks/nightly_sync.py --scale 10); where that is too little, the merge runs again on `threads`.
     merge_alone_threads: int = 2
     merge_alone_memory_limit: str = "128MB"
     # The CRM reconciliation runs in its own job, after the nightly: both cores and room for its joins
