@@ -73,16 +73,35 @@ def test_read_ahead_yields_in_order_then_the_error_its_iterator_raised():
         yield from range(5)
         raise ValueError("page 6 unreadable")
 
-    ahead = ReadAhead(items(), depth=2, name="test")
-    read = []
-    with pytest.raises(ValueError, match="page 6 unreadable"):
-        for item in ahead:
-            read.append(item)
-    assert read == [0, 1, 2, 3, 4]
+    for depth in (2, 10):  # the error met on the reader's thread, or already read ahead
+        ahead = ReadAhead(items(), depth=depth, name="test")
+        _wait_until(lambda: not ahead.running or ahead.ahead >= depth)
+        read = []
+        with pytest.raises(ValueError, match="page 6 unreadable"):
+            for item in ahead:
+                read.append(item)
+        assert read == [0, 1, 2, 3, 4]
+
+
+def test_the_reader_takes_the_iterator_back_and_reads_the_rest_on_its_own_thread():
+    """Only the head of a list is read on the read-ahead thread: from the reader's first read on, the pages
+    are fetched and decoded where they were before (the step's thread, its memory)."""
+    produced_on: list[str] = []
+
+    def items():
+        for n in range(20):
+            produced_on.append(threading.current_thread().name)
+            yield n
+
+    ahead = ReadAhead(items(), depth=4, name="read-ahead test")
+    _wait_until(lambda: ahead.ahead >= 4)
+    assert list(ahead) == list(range(20)) and not ahead.running
+    assert produced_on[:4] == ["read-ahead test"] * 4
+    assert set(produced_on[5:]) == {threading.current_thread().name}
 
 
 def test_a_read_ahead_nobody_reads_stops_when_closed_and_closes_its_iterator():
-    """A run that ends before the step that would read it: the thread, blocked on its full queue, ends."""
+    """A run that ends before the step that would read it: the thread, waiting with its depth read, ends."""
     closed = threading.Event()
 
     def endless():
@@ -95,9 +114,15 @@ def test_a_read_ahead_nobody_reads_stops_when_closed_and_closes_its_iterator():
             closed.set()
 
     ahead = ReadAhead(endless(), depth=3, name="test")
-    deadline = time.monotonic() + 10
-    while ahead._queue.qsize() < 3 and time.monotonic() < deadline:  # filled up to its depth, then waits
-        time.sleep(0.01)
-    assert ahead._queue.qsize() == 3 and ahead.running
+    _wait_until(lambda: ahead.ahead >= 3)
+    time.sleep(0.05)
+    assert ahead.ahead == 3 and ahead.running  # no further than its depth
     ahead.close()
     assert not ahead.running and closed.is_set()
+
+
+def _wait_until(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
