@@ -497,11 +497,12 @@ class Listing:
         return iter(self._ahead) if self._ahead is not None else self._walked()
 
     def read_ahead(self, depth: int) -> None:
-        """Start walking now, on a thread of its own, at most `depth` pages ahead of `pages()`'s reader."""
+        """Start walking now, on a thread of its own, at most `depth` pages ahead, until `pages()`'s reader
+        comes and takes the walk back (resources/commops_api/_read_ahead.py)."""
         self._ahead = ReadAhead(self._walked(), depth=depth, name=f"read-ahead {self.endpoint}")
 
     def close(self) -> None:
-        """Stop a walk read ahead and never read (a run that ends before the step that reads it)."""
+        """End a walk read ahead: stopped if its reader never came (a run that ends before that step)."""
         if self._ahead is not None:
             self._ahead.close()
 
