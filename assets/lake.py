@@ -20,7 +20,7 @@ import dagster as dg
 import pyarrow as pa
 
 from assets import checks
-from assets.catalog import CATALOG, FETCH_ORDER, ResourceSpec
+from assets.catalog import BY_NAME, CATALOG, FETCH_ORDER, ResourceSpec
 from assets.partitions import ORGS, partition_org
 from assets.metadata import catalog_reference, column_schema, listing_metadata, markdown_preview, request_metadata
 from assets.progress import ProgressReporter
@@ -29,13 +29,12 @@ from assets.schemas import FETCHED_AT
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from assets.warehouse import hand_merge_to_background, next_fetch_in_run, snapshot_key
 from resources.api import CommopsApiResource
-from resources.commops_api import ApiClient, Listing, Page, RequestStats
+from resources.commops_api import ApiClient, Listing, ListSource, Page, RequestStats
 from resources.digest import content_fields
 from resources.lake import LakeResource
 from resources.orgs import DEFAULT_ORG, OrgsResource
 from resources.warehouse import WarehouseResource
 
-SPECS = {spec.name: spec for spec in CATALOG}
 # Pages of the next list read ahead while a step ends and the next starts (a few megabytes of Arrow): with the
 # walk's own 32 requested pages, about 0.3 s of fetching at full speed, more than Dagster's pause between steps.
 READ_AHEAD_PAGES = 64
@@ -66,27 +65,32 @@ class _ListFetch:
     resource's own step, or read ahead by the step before it (`read_ahead`)."""
 
     listing: Listing
+    sources: list[ListSource]
     converters: dict[str, RecordConverter]
     started: float  # time.monotonic() when it was started
     before: RequestStats  # the client's counts then: the listing's requests are the difference at its end
-    read_ahead: bool = False
+    read_ahead: bool
 
     def close(self) -> None:
         self.listing.close()
 
 
-def _start_fetch(client: ApiClient, spec: ResourceSpec, progress: ProgressReporter) -> _ListFetch:
+def _start_fetch(client: ApiClient, spec: ResourceSpec, progress: ProgressReporter, *, ahead: int = 0) -> _ListFetch:
+    """The listing of `spec`'s lists, walked by its reader, or with `ahead` pages read ahead on a thread now."""
     started, before = time.monotonic(), client.stats
+    sources = spec.list_sources()
     converters = {
         source.label: RecordConverter(spec.schema, defaults=defaults)
-        for source, defaults in zip(spec.list_sources(), spec.walk_defaults, strict=True)
+        for source, defaults in zip(sources, spec.walk_defaults, strict=True)
     }
     listing = client.listing(
-        spec.path, spec.list_sources(), sort=spec.sort, lookup_path=spec.lookup_path,
+        spec.path, sources, sort=spec.sort, lookup_path=spec.lookup_path,
         progress=lambda label: functools.partial(progress.pages, label),
         decoders={label: converter.decode_pages for label, converter in converters.items()},
     )
-    return _ListFetch(listing, converters, started, before)
+    if ahead:
+        listing.read_ahead(depth=ahead)
+    return _ListFetch(listing, sources, converters, started, before, read_ahead=bool(ahead))
 
 
 def _read_next_ahead(context: dg.AssetExecutionContext, spec: ResourceSpec, api: CommopsApiResource, client: ApiClient,
@@ -96,10 +100,7 @@ def _read_next_ahead(context: dg.AssetExecutionContext, spec: ResourceSpec, api:
     following = next_fetch_in_run(context, spec.name)
     if following is None:
         return
-    fetch = _start_fetch(client, SPECS[following], progress)
-    fetch.listing.read_ahead(depth=READ_AHEAD_PAGES)
-    fetch.read_ahead = True
-    api.keep_read_ahead(org, following, fetch)
+    api.keep_read_ahead(org, following, _start_fetch(client, BY_NAME[following], progress, ahead=READ_AHEAD_PAGES))
 
 
 def snapshot(
@@ -129,7 +130,7 @@ def snapshot(
             fetch.close()
         stats = client.stats - fetch.before  # before the next list's requests start
         _read_next_ahead(context, spec, api, client, org, progress)
-        for source in spec.list_sources():
+        for source in fetch.sources:
             progress.finished(source.label)
         report = listing.report
         rows = staged.finish(drop=listing.drop_ids, repeated_ids=bool(report.moved))

@@ -105,7 +105,7 @@ def hand_merge_to_background(
     for read in _tables_read(spec):
         if _step_follows_in_run(context, read) and not background.handed((read.path[-1], org, snapshot_date)):
             return False
-    alone = not any(_step_follows_in_run(context, snapshot_key(name)) for name in fetched_after(spec.name))
+    alone = next_fetch_in_run(context, spec.name) is None
     background.hand((spec.name, org, snapshot_date),
                     functools.partial(merge_snapshot, spec, org, snapshot_date, lake, warehouse, alone=alone))
     return True

@@ -2,8 +2,8 @@
 
 `record_requests()` times every request an httpx.Client sends (from sending to the body read, on whichever
 thread sends it); `idle_share()` is the part of the span from the first request's start to the last one's end
-that no request covered. A loop that keeps N requests in flight has none; a client whose fetch waits on its own
-work (a row group written, a step started) shows it here.
+that no request covered, and `pauses()` its longer stretches. A loop that keeps N requests in flight has none;
+a client whose fetch waits on its own work (a row group written, a step started) shows it here.
 """
 
 from __future__ import annotations
@@ -33,11 +33,23 @@ def idle_share(spans: list[tuple[float, float]]) -> float:
     """The share of [first start, last end] that no span covers."""
     if not spans:
         return 0.0
-    ordered = sorted(spans)
-    covered, reach = 0.0, ordered[0][0]
-    for start, end in ordered:
-        if end > reach:
-            covered += end - max(start, reach)
-            reach = end
-    whole = reach - ordered[0][0]
-    return 1 - covered / whole if whole > 0 else 0.0
+    whole = max(end for _, end in spans) - min(start for start, _ in spans)
+    return sum(_idle(spans)) / whole if whole > 0 else 0.0
+
+
+PAUSE = 0.02  # seconds with no request in flight that count as a pause: a step's end and start, not a slow response
+
+
+def pauses(spans: list[tuple[float, float]], longer_than: float = PAUSE) -> list[float]:
+    """The stretches no span covers that last longer than `longer_than` seconds (a run between two lists)."""
+    return [gap for gap in _idle(spans) if gap > longer_than]
+
+
+def _idle(spans: list[tuple[float, float]]) -> list[float]:
+    """Each stretch from the first start to the last end that no span covers, in seconds."""
+    gaps, reach = [], None
+    for start, end in sorted(spans):
+        if reach is not None and start > reach:
+            gaps.append(start - reach)
+        reach = end if reach is None else max(reach, end)
+    return gaps

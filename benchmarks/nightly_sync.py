@@ -40,6 +40,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.in_flight import PAUSE  # noqa: E402
 CONCURRENCY = 4
 
 SERVE = """
@@ -56,7 +59,7 @@ BARE = """
 import json, math, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import httpx
-from benchmarks.in_flight import idle_share, record_requests
+from benchmarks.in_flight import idle_share, pauses, record_requests
 from benchmarks.memory import own_peak_rss_mb
 base_url, key, concurrency, walks = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 spans = record_requests()
@@ -72,14 +75,14 @@ with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"},
         for body in pool.map(lambda p: get(path, params, p), range(2, count + 1)):
             body["data"]  # dropped
         pages += count
-print(json.dumps({"seconds": time.perf_counter() - started, "pages": pages,
-                  "peak_rss_mb": own_peak_rss_mb(), "idle_share": idle_share(spans)}))
+print(json.dumps({"seconds": time.perf_counter() - started, "pages": pages, "peak_rss_mb": own_peak_rss_mb(),
+                  "idle_share": idle_share(spans), "pauses": pauses(spans)}))
 """
 
 SYNC = """
 import json, os, sys, time
 import dagster as dg
-from benchmarks.in_flight import idle_share, record_requests
+from benchmarks.in_flight import idle_share, pauses, record_requests
 from benchmarks.memory import own_peak_rss_mb
 from pipelines.cli.sync import run_sync
 spans = record_requests()
@@ -93,14 +96,14 @@ summary = run_sync(base_url=base_url, data_dir=data_dir, progress=False,
                    enrich_details_limit=enrich, instance=instance, max_concurrency=concurrency)
 assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duration_seconds,
                    "in_flux": a.metadata.get("rows_in_flux")} for a in summary.assets}
-print(json.dumps({"seconds": time.perf_counter() - started, "instance_seconds": started - begun, "failed_checks": summary.failed_checks, "assets": assets,
-                  "peak_rss_mb": own_peak_rss_mb(), "idle_share": idle_share(spans)}))
+print(json.dumps({"seconds": time.perf_counter() - started, "instance_seconds": started - begun,
+                  "failed_checks": summary.failed_checks, "assets": assets, "peak_rss_mb": own_peak_rss_mb(),
+                  "idle_share": idle_share(spans), "pauses": pauses(spans)}))
 """
 
 
 def _catalog_walks() -> str:
     """The sync's walks and sorts (assets/catalog.py), so both loops read the same pages the same way."""
-    sys.path.insert(0, str(ROOT))
     from assets.catalog import CATALOG
 
     return json.dumps([(s.path, {**walk, "sort": s.sort}) for s in CATALOG for walk in s.walks])
@@ -173,7 +176,6 @@ def tiny_service(directory: Path) -> Iterator[tuple[str, str]]:
 
 
 def seed_service(directory: Path, scale: float, cache: Path | None = None) -> tuple[Path, str]:
-    sys.path.insert(0, str(ROOT))
     from service.local import create_local_service
 
     if cache is not None:
@@ -255,6 +257,9 @@ def main() -> None:
     print("no request in flight  median " + ", ".join(
         f"{name} {statistics.median(r['idle_share'] for r in runs):.1%}" for name, runs in (("bare loop", bare), ("sync", syncs)))
         + " of the time from the first request to the last (benchmarks/in_flight.py)")
+    print(f"pauses over {PAUSE * 1000:.0f} ms   median " + ", ".join(
+        f"{name} {statistics.median(len(r['pauses']) for r in runs):.0f} ({statistics.median(sum(r['pauses']) for r in runs):.2f}s)"
+        for name, runs in (("bare loop", bare), ("sync", syncs))) + " with no request in flight (between lists, in the sync)")
     last = syncs[-1]["assets"]
     for name in sorted(last):
         a = last[name]
