@@ -24,6 +24,7 @@ from tests.pipeline.sync_support import query, sync
 from tests.pipeline.webhook_stack import Stack, new_kol, new_signal, stack  # noqa: F401 (fixture)
 from tests.postgres import PostgresServer
 from tests.s3 import S3Server
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = [name for spec in ICEBERG_TABLES for name in (spec.table, *(c.name for c in spec.children))]
@@ -101,7 +102,10 @@ def test_iceberg_tables_equal_analytics_table_by_table_after_a_nightly_sync_and_
         "name": "Launch", "type": "product_update", "audience": {"kol_ids": [a["id"]]},
         "email": {"subject": "News", "body_html": "<p>Hi</p>", "from_name": "Team"}, "schedule": {"type": "immediate"},
     }))
-    stack.wait_for_events(6)  # the 3 creations before the sync, then updated, archived, campaign.created
+    # Before the sync: kol.created x2, signal.new and signal.high_impact (4, not 3: waiting for 6 events could
+    # apply them before campaign.created had arrived). Wait for the three events this part is about, by name.
+    wait_until(lambda: {"kol.updated", "kol.archived", "campaign.created"} <= {e.event for e in stack.inbox.pending()},
+               timeout=20.0)
     run = stack.apply_pending()
 
     after_events = assert_equal_table_by_table(stack, iceberg_env, tmp_path)
