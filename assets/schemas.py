@@ -17,6 +17,11 @@ def field(name: str, type_: pa.DataType, description: str) -> pa.Field:
     return pa.field(name, type_, nullable=True, metadata={"description": description})
 
 
+def long_text(name: str, description: str) -> pa.Field:
+    """A free-text field of paragraphs: stored zstd-compressed in the warehouse (docs/pipeline.md#long-text-zstd)."""
+    return pa.field(name, pa.string(), nullable=True, metadata={"description": description, "compression": "zstd"})
+
+
 EXTRA_COLUMN = "_extra"
 EXTRA = pa.field(
     EXTRA_COLUMN,
@@ -153,8 +158,8 @@ SIGNALS = pa.schema(
             pa.struct([("name", pa.string()), ("country", pa.string()), ("region", pa.string())]),
             "Source: name, country, region",
         ),
-        field("content", pa.string(), "Full content text"),
-        field("ai_summary", pa.string(), "AI-generated summary"),
+        long_text("content", "Full content text"),
+        long_text("ai_summary", "AI-generated summary"),
         field(
             "impact",
             pa.struct([("level", pa.string()), ("score", pa.float64()), ("categories", STRINGS)]),

@@ -99,6 +99,13 @@ def column_type(field: pa.Field) -> str:
     return "JSON" if is_json else duckdb_type(field.type)
 
 
+def column_storage(field: pa.Field) -> str:
+    """The column's compression clause: ` USING COMPRESSION zstd` for fields marked {"compression": "zstd"}
+    (long free text, where DuckDB's default dictionary and FSST encodings cost more and keep less), else ""."""
+    compression = (field.metadata or {}).get(b"compression")
+    return f" USING COMPRESSION {compression.decode()}" if compression else ""
+
+
 def description(field: pa.Field) -> str:
     return (field.metadata or {}).get(b"description", b"").decode()
 
@@ -121,6 +128,7 @@ class WarehouseSession:
         wanted = {ORG_COLUMN: "VARCHAR"} | {f.name: column_type(f) for f in spec.schema}
         wanted.update({name: type_ for name, type_, _ in LOAD_COLUMNS})
         wanted[DIGEST_COLUMN] = "UBIGINT"
+        storage = {f.name: column_storage(f) for f in spec.schema}
         existing = self._columns(spec.table)
         if existing and ORG_COLUMN not in existing:
             self._adopt_single_org(spec.table)
@@ -129,12 +137,12 @@ class WarehouseSession:
             self._rebuild(spec.table, existing, "*")
             _logger.info(f"warehouse: {spec.table} rebuilt without its primary key (an index that must fit in memory)")
         if not existing:
-            columns = ", ".join(f'"{name}" {type_}' for name, type_ in wanted.items())
+            columns = ", ".join(f'"{name}" {type_}{storage.get(name, "")}' for name, type_ in wanted.items())
             self.conn.execute(f"CREATE TABLE {spec.table} ({columns})")
         else:
             for name, type_ in wanted.items():
                 if name not in existing:
-                    self.conn.execute(f'ALTER TABLE {spec.table} ADD COLUMN "{name}" {type_}')
+                    self.conn.execute(f'ALTER TABLE {spec.table} ADD COLUMN "{name}" {type_}{storage.get(name, "")}')
                 elif type_ == "JSON" and existing[name] != "JSON":  # tables made before _extra was JSON
                     self.conn.execute(f'ALTER TABLE {spec.table} ALTER COLUMN "{name}" TYPE JSON')
             if DIGEST_COLUMN not in existing:  # rows written before digests: hashed once, as a load would

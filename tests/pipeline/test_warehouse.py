@@ -10,7 +10,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from assets.catalog import PRODUCTS
+from assets.catalog import PRODUCTS, SIGNALS
 from assets.records import RecordConverter
 from resources.digest import content_fields
 from resources.lake import StagedSnapshot
@@ -420,6 +420,32 @@ def test_an_unchanged_table_is_ensured_without_catalog_writes_and_a_changed_comm
     assert len([sql for sql in executed if sql.startswith("COMMENT")]) == 2
     assert sorted(conn.execute(comments).fetchall()) == made
     assert conn.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'product_market_status'").fetchone()[0]
+
+
+def test_a_signals_long_text_is_stored_zstd_compressed_and_reads_back_whole(tmp_path):
+    """Signals' content and AI summary are paragraphs: zstd keeps them in less than half the space DuckDB's
+    default string encodings take, and commits them faster (docs/pipeline.md#long-text-zstd); short strings
+    keep the defaults."""
+    conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    WarehouseSession(conn).ensure_table(SIGNALS)
+    paragraph = "Field safety notice for the infusion pump line: firmware 4.2 corrects a dosing alarm. " * 8
+    signals = [{"id": f"sig_{i:05d}", "title": f"Notice {i % 7}", "content": f"{i} {paragraph}", "ai_summary": f"{i} {paragraph[:200]}",
+                "published_at": "2026-11-01T00:00:00Z", "fetched_at": "2026-11-01T00:00:00Z", "_fetched_at": "2026-11-02T00:00:00Z"}
+               for i in range(3000)]
+    assert _merge(conn, signals, SIGNALS) == 3000
+    conn.execute("CHECKPOINT")
+    storage = dict(conn.execute("SELECT column_name, list(DISTINCT compression) FROM pragma_storage_info('signals') "
+                                "WHERE segment_type = 'VARCHAR' GROUP BY ALL").fetchall())
+    assert storage["content"] == ["ZSTD"] and storage["ai_summary"] == ["ZSTD"]
+    assert "ZSTD" not in storage["title"]
+    assert conn.execute("SELECT content, ai_summary FROM signals WHERE id = 'sig_02999'").fetchone() == (
+        f"2999 {paragraph}", f"2999 {paragraph[:200]}")
+
+    # A table made before (no compression clause) is ensured and merged into as it is.
+    conn.execute("CREATE TABLE plain AS SELECT * FROM signals; DROP TABLE signals; ALTER TABLE plain RENAME TO signals")
+    WarehouseSession(conn).ensure_table(SIGNALS)
+    assert _merge(conn, signals[:10], SIGNALS) == 0  # the same rows: nothing rewritten
+    assert "COMPRESSION" not in conn.execute("SELECT sql FROM duckdb_tables() WHERE table_name = 'signals'").fetchone()[0]
 
 
 def test_the_reconciliation_session_gets_its_own_threads_and_memory_and_other_sessions_keep_the_warehouses(tmp_path):
