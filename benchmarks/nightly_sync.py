@@ -8,8 +8,9 @@ unmeasured bare pass, then alternates N times: (a) a bare loop (httpx, the sync'
 and sort order, every page of the four lists fetched and dropped) and (b) the core sync
 (`run_sync`, KOL details off), each in a child process so wall time and peak RSS are the
 child's own. Prints medians, the ratio sync / bare (aim <= 1.15), the sync's peak RSS
-(aim < 500 MB), the ratio the 2 cores allow (the sync's and the server's CPU, halved, over the
-bare loop) and the share of each loop's time with no request in flight (benchmarks/in_flight.py).
+(aim < 500 MB), the size of the warehouse file it leaves, the ratio the 2 cores allow (the sync's
+and the server's CPU, halved, over the bare loop) and the share of each loop's time with no
+request in flight (benchmarks/in_flight.py).
 Each loop's time starts once its process is ready: its imports done and, for the sync, its Dagster
 instance made (a deployment's instance is up before its runs; the instance's start is printed apart).
 Dagster's fixed cost per run (the same sync child against a service holding one row per list:
@@ -85,6 +86,7 @@ import dagster as dg
 from benchmarks.in_flight import idle_share, pauses, record_requests
 from benchmarks.memory import own_peak_rss_mb
 from pipelines.cli.sync import run_sync
+from resources.warehouse import WAREHOUSE_FILE
 spans = record_requests()
 base_url, key, data_dir, enrich, concurrency = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 os.environ["COMMOPS_API_KEY"] = key  # the resource reads it as a dg.EnvVar
@@ -98,7 +100,8 @@ assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duratio
                    "in_flux": a.metadata.get("rows_in_flux")} for a in summary.assets}
 print(json.dumps({"seconds": time.perf_counter() - started, "instance_seconds": started - begun,
                   "failed_checks": summary.failed_checks, "assets": assets, "peak_rss_mb": own_peak_rss_mb(),
-                  "idle_share": idle_share(spans), "pauses": pauses(spans)}))
+                  "idle_share": idle_share(spans), "pauses": pauses(spans),
+                  "warehouse_mb": os.path.getsize(os.path.join(data_dir, WAREHOUSE_FILE)) / 1e6}))
 """
 
 
@@ -239,6 +242,8 @@ def main() -> None:
     print(f"ratio sync / bare     {sync_s / bare_s:.2f}  (aim <= 1.15)")
     print(f"sync peak RSS         median {rss:.0f} MB  (aim < 500 MB)")
     print(f"Dagster fixed cost    median {fixed_s:.2f}s per run (one row per list)")
+    print(f"warehouse file        median {statistics.median(s['warehouse_mb'] for s in syncs):.1f} MB after the night "
+          "(warehouse.duckdb, the current-state tables)")
     instance_s = statistics.median(s["instance_seconds"] for s in syncs)
     print(f"Dagster instance start median {instance_s:.2f}s per process (its storage's imports; before the timer)")
     print(f"ratio (sync - fixed) / bare  {(sync_s - fixed_s) / bare_s:.2f}")
