@@ -41,14 +41,16 @@ SECOND_DAY = "2099-01-01"
 
 
 def changed_source(snapshot: str, spec, fraction: float, path: Path) -> str:
-    """The snapshot as a second night would bring it, written to Parquet as the lake holds it: fetched a
-    day later, and `fraction` of its rows changed (a value, and `updated_at` one second on where it is
-    the version). Written by a connection of its own, outside the warehouse's memory limit and the timing."""
+    """The snapshot as a second night would bring it, written by the lake's own writer (resources/lake.py
+    StagedSnapshot: its encodings, row groups and digests): fetched a day later, and `fraction` of its rows
+    changed (a value, and `updated_at` one second on where it is the version). Made by a connection of its
+    own, outside the warehouse's memory limit and the timing."""
     import duckdb
+    import pyarrow as pa
 
-    from resources.digest import DIGEST_COLUMN
+    from resources.digest import DIGEST_COLUMN, content_fields
+    from resources.lake import ROWS_PER_ROW_GROUP, StagedSnapshot
     from resources.sql import read_parquet
-    from resources.warehouse import row_digest
 
     value = next(f.name for f in spec.schema if f.name != spec.key and str(f.type) == "string")
     changed = f"hash({spec.key}) % {round(1 / fraction)} = 0"
@@ -56,9 +58,18 @@ def changed_source(snapshot: str, spec, fraction: float, path: Path) -> str:
                f"CASE WHEN {changed} THEN coalesce(\"{value}\", '') || ' (changed)' ELSE \"{value}\" END AS \"{value}\""]
     if "updated_at" in spec.version:
         replace.append(f"CASE WHEN {changed} THEN updated_at + INTERVAL 1 SECOND ELSE updated_at END AS updated_at")
-    rehashed = f"SELECT * REPLACE ({row_digest(spec)} AS {DIGEST_COLUMN}) FROM (SELECT * REPLACE ({', '.join(replace)}) FROM {snapshot})"
-    with duckdb.connect() as conn:  # each row's digest hashed again, as the lake writes it
-        conn.execute(f"COPY ({rehashed}) TO '{path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 10000)")
+    staging = path.with_suffix(".staging")
+    staging.mkdir()
+    staged = StagedSnapshot(staging, spec.schema, key=spec.key, newest_by=spec.key,
+                            digest=content_fields(spec.schema, spec.observed))
+    with duckdb.connect() as conn:
+        rows = conn.sql(f"SELECT * EXCLUDE ({DIGEST_COLUMN}) REPLACE ({', '.join(replace)}) FROM {snapshot}")
+        for batch in rows.to_arrow_reader(ROWS_PER_ROW_GROUP):
+            staged.write(pa.Table.from_batches([batch]).cast(spec.schema).to_batches()[0])
+    staged.finish()
+    staged.close()
+    staged.path.replace(path)
+    staging.rmdir()
     return read_parquet(path)
 
 

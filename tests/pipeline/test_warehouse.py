@@ -448,6 +448,25 @@ def test_a_signals_long_text_is_stored_zstd_compressed_and_reads_back_whole(tmp_
     assert "COMPRESSION" not in conn.execute("SELECT sql FROM duckdb_tables() WHERE table_name = 'signals'").fetchone()[0]
 
 
+def test_sessions_write_row_groups_of_their_size_into_a_warehouse_made_before(tmp_path):
+    """A writer session attaches the file with the resource's `row_group_size`, so a first load writes each full
+    row group as it fills (docs/pipeline.md#row-groups); a warehouse a plain connection made keeps its tables and
+    its name in the session's catalog."""
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as before:
+        before.execute("CREATE TABLE notes AS SELECT 'kept' AS note")
+    warehouse = WarehouseResource(data_dir=str(tmp_path), row_group_size=4096)
+    products = [_product(f"prod_{i:05d}", "2026-05-01T00:00:00Z", f"Pump {i}", {}) for i in range(10_000)]
+    with warehouse.writer() as session:
+        assert session.conn.execute("SELECT current_database()").fetchone()[0] == "warehouse"
+        assert session.conn.execute("SELECT note FROM notes").fetchall() == [("kept",)]
+        session.ensure_table(PRODUCTS)
+        assert _merge(session.conn, products) == 10_000
+    with duckdb.connect(str(warehouse.path), read_only=True) as conn:
+        groups = conn.execute("SELECT list(DISTINCT row_group_id ORDER BY row_group_id) FROM pragma_storage_info('products')").fetchone()[0]
+        assert groups == [0, 1, 2]  # 4096 + 4096 + 1808 rows
+        assert conn.execute("SELECT count(*), count(DISTINCT id) FROM products").fetchone() == (10_000, 10_000)
+
+
 def test_the_reconciliation_session_gets_its_own_threads_and_memory_and_other_sessions_keep_the_warehouses(tmp_path):
     warehouse = WarehouseResource(data_dir=str(tmp_path))
     setting = "SELECT current_setting('threads'), current_setting('memory_limit')"
