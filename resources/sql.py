@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
 
 def sql_literal(text: str) -> str:
     """A SQL string literal (quotes doubled)."""
@@ -13,3 +15,12 @@ def sql_literal(text: str) -> str:
 def read_parquet(path: str | Path) -> str:
     """A table expression over one Parquet file, without hive partition columns from its path."""
     return f"read_parquet({sql_literal(str(path))}, hive_partitioning = false)"
+
+
+def cursor(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A cursor of `conn` (its own result, the same database instance) on `conn`'s current database: a cursor
+    starts on the connection's default one, and a warehouse session's is the attached file (resources/warehouse.py)."""
+    database = conn.execute("SELECT current_database()").fetchone()[0]
+    own = conn.cursor()
+    own.execute(f'USE "{database}"')
+    return own

@@ -25,6 +25,7 @@ from markupsafe import Markup, escape
 from assets.crm import duplicates, writeback
 from assets.crm.reconcile import DEFAULT_RULES
 from assets.crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES
+from resources import sql
 
 HTML_ROWS_PER_STATUS = 500
 # Sections of the page: what needs a person first, the agreeing pairs last.
@@ -78,7 +79,7 @@ def run_stamp(run: dict[str, Any]) -> str:
 
 def write_csv(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
     """Every row of the latest result, streamed in batches; returns the row count."""
-    cursor = conn.cursor()
+    cursor = sql.cursor(conn)
     cursor.execute(CSV_SELECT)
     count = 0
     with path.open("w", encoding="utf-8-sig", newline="") as out:
