@@ -46,7 +46,6 @@ def changed_source(snapshot: str, spec, fraction: float, path: Path) -> str:
     changed (a value, and `updated_at` one second on where it is the version). Made by a connection of its
     own, outside the warehouse's memory limit and the timing."""
     import duckdb
-    import pyarrow as pa
 
     from resources.digest import DIGEST_COLUMN, content_fields
     from resources.lake import ROWS_PER_ROW_GROUP, StagedSnapshot
@@ -65,7 +64,7 @@ def changed_source(snapshot: str, spec, fraction: float, path: Path) -> str:
     with duckdb.connect() as conn:
         rows = conn.sql(f"SELECT * EXCLUDE ({DIGEST_COLUMN}) REPLACE ({', '.join(replace)}) FROM {snapshot}")
         for batch in rows.to_arrow_reader(ROWS_PER_ROW_GROUP):
-            staged.write(pa.Table.from_batches([batch]).cast(spec.schema).to_batches()[0])
+            staged.write(batch.cast(spec.schema))
     staged.finish()
     staged.close()
     staged.path.replace(path)
