@@ -29,6 +29,7 @@ from assets.schemas import FETCHED_AT
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from assets.warehouse import hand_merge_to_background, next_fetch_in_run, snapshot_key
 from resources.api import CommopsApiResource
+from resources.changed_rows import ChangedRows
 from resources.commops_api import ApiClient, Listing, ListSource, Page, RequestStats
 from resources.digest import content_fields
 from resources.lake import LakeResource
@@ -51,6 +52,13 @@ def _page_batch(page: Page, converter: RecordConverter) -> pa.RecordBatch:
     index = page.batch.schema.get_field_index(FETCHED_AT)
     stamp = pa.array([page.received_at] * page.batch.num_rows, page.batch.schema.field(index).type)
     return page.batch.set_column(index, page.batch.schema.field(index), stamp)
+
+
+def _changed_rows_metadata(changes: ChangedRows | None) -> dict[str, Any]:
+    """How many rows differ from the snapshot before (the side file the merge reads them from), when compared."""
+    if changes is None or changes.abandoned:
+        return {}
+    return {"rows_changed_since_previous": changes.rows_changed}
 
 
 def _blocking_checks_passed(spec: ResourceSpec, key: dg.AssetKey, results: list[dg.AssetCheckResult]) -> bool:
@@ -122,7 +130,7 @@ def snapshot(
     fetch = api.take_read_ahead(org, spec.name) or _start_fetch(client, spec, progress)
     listing, converters = fetch.listing, fetch.converters
     with lake.snapshot(org, spec.name, snapshot_date, spec.schema, key=spec.key, newest_by=FETCHED_AT,
-                       digest=content_fields(spec.schema, spec.observed)) as staged:
+                       digest=content_fields(spec.schema, spec.observed), sorted_by=spec.sort) as staged:
         try:
             for source, page in listing.pages():
                 staged.write(_page_batch(page, converters[source.label]))
@@ -153,6 +161,7 @@ def snapshot(
             "dagster/row_count": rows,
             "api_total": report.api_total,
             "rows_fetched": staged.rows_written,
+            **_changed_rows_metadata(staged.changes),
             **listing_metadata(report),
             "unreadable_values": dg.MetadataValue.json(dict(unreadable.most_common())),
             **request_metadata(stats),

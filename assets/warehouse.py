@@ -20,6 +20,7 @@ from assets.catalog import CATALOG, ResourceSpec, fetched_after
 from assets.partitions import ORGS, partition_org
 from assets.metadata import catalog_reference, column_schema, markdown_preview
 from assets.snapshot_date import snapshot_date as run_snapshot_date
+from resources.changed_rows import changes_of
 from resources.lake import LakeResource
 from resources.orgs import DEFAULT_ORG
 from resources.sql import read_parquet, sql_literal
@@ -77,7 +78,9 @@ def _merge_and_check(spec: ResourceSpec, org: str, snapshot_date: str, lake: Lak
         snapshot = read_parquet(path)
         snapshot_rows = pq.ParquetFile(path).metadata.num_rows
         session.ensure_table(spec)
-        written = session.merge(spec, snapshot, org=org, snapshot_date=snapshot_date)
+        changes = changes_of(path)  # the rows that differ from the snapshot before, when written beside it
+        written = session.merge(spec, snapshot, org=org, snapshot_date=snapshot_date,
+                                changed_relation=None if changes is None else read_parquet(changes))
         if lake.is_local:  # over object storage DuckDB 2.0 cannot glob: analysts read history as docs/analysts.md says
             session.ensure_history_view(spec, lake.relative_glob(spec.name))
         check_results = checks.run_warehouse_checks(session.conn, spec, snapshot, org)

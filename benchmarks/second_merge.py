@@ -8,15 +8,19 @@ per table, on fresh copies, alternating, `--runs` times:
   first night    WarehouseSession.merge of that day's snapshot into an empty table (every row written)
   second night   WarehouseSession.merge of the same snapshot a day later with `--changed` of its rows
                  changed, read from Parquet as the lake holds it (a newer `updated_at` where it is the version,
-                 another value, the row's digest hashed again): the write path compares ids, versions and
-                 digests, leaves unchanged rows in place (moving only their _snapshot_date and receipt
-                 times) and reads whole only the rows it writes
+                 another value, the row's digest hashed again), written by the lake's writer given the first
+                 night's snapshot, so with its side file of the rows changed (resources/changed_rows.py),
+                 merged as the table step merges it: the write path compares ids, versions and digests,
+                 leaves unchanged rows in place (moving only their _snapshot_date and receipt times) and
+                 reads whole only the rows it writes, from the side file
   old path       the write path before (every incoming row not older is deleted and inserted again,
                  its digest computed from the row, not read), on the same copy, as the reference: the
                  second night must leave the same table (every column but _loaded_at and _fetched_at,
                  which an unchanged row keeps)
 
-Prints medians per table and the ratio second / first (aim <= 0.3). Last line: the figures as JSON.
+Prints medians per table and the ratio second / first (aim <= 0.3), and what the side file costs the snapshot
+step: writing the second night's file with the comparison against writing it without (medians of `--runs`).
+Last line: the figures as JSON.
 """
 
 from __future__ import annotations
@@ -40,12 +44,16 @@ ORG = "default"
 SECOND_DAY = "2099-01-01"
 
 
-def changed_source(snapshot: str, spec, fraction: float, path: Path) -> str:
+def changed_source(snapshot: str, spec, fraction: float, path: Path, previous: Path | None = None) -> tuple[str, str | None, float]:
     """The snapshot as a second night would bring it, written by the lake's own writer (resources/lake.py
     StagedSnapshot: its encodings, row groups and digests): fetched a day later, and `fraction` of its rows
-    changed (a value, and `updated_at` one second on where it is the version). Made by a connection of its
-    own, outside the warehouse's memory limit and the timing."""
+    changed (a value, and `updated_at` one second on where it is the version). Given the `previous` snapshot
+    file, with the side file of the rows changed (written beside `path`). Made by a connection of its own,
+    outside the warehouse's memory limit. Returns the file's and the side file's table expressions, and the
+    seconds the writer took (the snapshot step's share: its batches' hashing, writing and comparing)."""
     import duckdb
+
+    from resources.changed_rows import changes_of, changes_path
 
     from resources.digest import DIGEST_COLUMN, content_fields
     from resources.lake import ROWS_PER_ROW_GROUP, StagedSnapshot
@@ -58,18 +66,34 @@ def changed_source(snapshot: str, spec, fraction: float, path: Path) -> str:
     if "updated_at" in spec.version:
         replace.append(f"CASE WHEN {changed} THEN updated_at + INTERVAL 1 SECOND ELSE updated_at END AS updated_at")
     staging = path.with_suffix(".staging")
+    shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
-    staged = StagedSnapshot(staging, spec.schema, key=spec.key, newest_by=spec.key,
-                            digest=content_fields(spec.schema, spec.observed))
+    writing = 0.0
     with duckdb.connect() as conn:
         rows = conn.sql(f"SELECT * EXCLUDE ({DIGEST_COLUMN}) REPLACE ({', '.join(replace)}) FROM {snapshot}")
+        started = time.perf_counter()
+        staged = StagedSnapshot(staging, spec.schema, key=spec.key, newest_by=spec.key,
+                                digest=content_fields(spec.schema, spec.observed), previous=previous, sort=spec.sort)
+        writing += time.perf_counter() - started
         for batch in rows.to_arrow_reader(ROWS_PER_ROW_GROUP):
-            staged.write(batch.cast(spec.schema))
-    staged.finish()
-    staged.close()
-    staged.path.replace(path)
-    staging.rmdir()
-    return read_parquet(path)
+            batch = batch.cast(spec.schema)
+            started = time.perf_counter()
+            staged.write(batch)
+            writing += time.perf_counter() - started
+        started = time.perf_counter()
+        staged.finish()
+        staged.close()
+        writing += time.perf_counter() - started
+    path.parent.joinpath(path.stem).mkdir(exist_ok=True)
+    final = path.parent / path.stem / "data.parquet"  # the side file beside it, as the lake publishes them
+    staged.path.replace(final)
+    side = changes_path(staging, staged.path.name)
+    if side.exists():
+        changes_path(final.parent, final.name).parent.mkdir(exist_ok=True)
+        side.replace(changes_path(final.parent, final.name))
+    shutil.rmtree(staging)
+    changes = changes_of(final)
+    return read_parquet(final), None if changes is None else read_parquet(changes), writing
 
 
 def old_path(session, spec, source: str) -> None:
@@ -91,11 +115,15 @@ def old_path(session, spec, source: str) -> None:
     conn.execute("COMMIT")
 
 
+def snapshot_file(data: Path, spec) -> Path:
+    [path] = (data / "lake" / f"org={ORG}" / spec.name).glob("snapshot_date=*/data.parquet")
+    return path
+
+
 def snapshot_of(data: Path, spec) -> str:
     from resources.sql import read_parquet
 
-    [path] = (data / "lake" / f"org={ORG}" / spec.name).glob("snapshot_date=*/data.parquet")
-    return read_parquet(path)
+    return read_parquet(snapshot_file(data, spec))
 
 
 def first_night(data: Path, copy: Path, spec) -> float:
@@ -113,7 +141,7 @@ def first_night(data: Path, copy: Path, spec) -> float:
         return time.perf_counter() - started
 
 
-def second_night(data: Path, copy: Path, spec, source: str, reference: bool) -> tuple[float, Path]:
+def second_night(data: Path, copy: Path, spec, source: str, reference: bool, changed: str | None = None) -> tuple[float, Path]:
     """Seconds to merge (and checkpoint) the second night's rows into a fresh copy of the first night's warehouse."""
     from resources.warehouse import WarehouseResource
 
@@ -128,7 +156,7 @@ def second_night(data: Path, copy: Path, spec, source: str, reference: bool) -> 
         if reference:
             old_path(session, spec, source)
         else:
-            session.merge(spec, source, org=ORG, snapshot_date=SECOND_DAY)
+            session.merge(spec, source, org=ORG, snapshot_date=SECOND_DAY, changed_relation=changed)
         session.conn.execute("CHECKPOINT")
         seconds = time.perf_counter() - started
     return seconds, copy / "warehouse.duckdb"
@@ -170,24 +198,34 @@ def main() -> None:
             _child(SYNC, base_url, key, str(tmp_path / "data"), "0", str(CONCURRENCY))
         data = tmp_path / "data"
         for spec in CATALOG:
-            first, second, equal = [], [], True
-            source = changed_source(snapshot_of(data, spec), spec, args.changed, tmp_path / f"second-{spec.name}.parquet")
+            first, second, equal, plain, compared = [], [], True, [], []
+            for _ in range(args.runs):  # the snapshot step's writer, without the comparison and with it
+                plain.append(changed_source(snapshot_of(data, spec), spec, args.changed, tmp_path / f"plain-{spec.name}.parquet")[2])
+                source, changed, seconds = changed_source(snapshot_of(data, spec), spec, args.changed,
+                                                          tmp_path / f"second-{spec.name}.parquet", snapshot_file(data, spec))
+                compared.append(seconds)
             for _ in range(args.runs):  # alternating, each on a fresh copy
                 first.append(first_night(data, tmp_path / "first", spec))
-                seconds, ours = second_night(data, tmp_path / "second", spec, source, reference=False)
+                seconds, ours = second_night(data, tmp_path / "second", spec, source, reference=False, changed=changed)
                 second.append(seconds)
                 _, theirs = second_night(data, tmp_path / "reference", spec, source, reference=True)
                 equal = equal and same_tables(ours, theirs, spec)
             figures[spec.table] = {"first_seconds": statistics.median(first),
-                                   "second_seconds": statistics.median(second), "same_table": equal}
+                                   "second_seconds": statistics.median(second), "same_table": equal,
+                                   "side_file": changed is not None,
+                                   "write_seconds": statistics.median(plain), "write_compared_seconds": statistics.median(compared)}
             f = figures[spec.table]
             print(f"{spec.table:10} first night {f['first_seconds']:.3f} s, second night {f['second_seconds']:.3f} s "
                   f"(ratio {f['second_seconds'] / f['first_seconds']:.2f}), same table as the old path: "
-                  f"{'yes' if equal else 'NO'}", flush=True)
-    total = {k: sum(f[k] for f in figures.values()) for k in ("first_seconds", "second_seconds")}
+                  f"{'yes' if equal else 'NO'}; side file: {'yes' if changed else 'none'}, snapshot write "
+                  f"{f['write_seconds']:.3f} s, with the comparison {f['write_compared_seconds']:.3f} s", flush=True)
+    total = {k: sum(f[k] for f in figures.values())
+             for k in ("first_seconds", "second_seconds", "write_seconds", "write_compared_seconds")}
     ratio = total["second_seconds"] / total["first_seconds"]
     print(f"all tables, medians of {args.runs}: first night {total['first_seconds']:.2f} s, second night "
           f"{total['second_seconds']:.2f} s, ratio {ratio:.2f} (aim <= 0.3), {args.changed:.0%} of rows changed")
+    print(f"the side file's comparison in the snapshot step: {total['write_compared_seconds'] - total['write_seconds']:+.2f} s "
+          f"(snapshot writes {total['write_seconds']:.2f} s without it, {total['write_compared_seconds']:.2f} s with it)")
     print(json.dumps({"kols": args.kols, "changed": args.changed, "tables": figures, **total, "ratio": ratio}))
 
 

@@ -23,7 +23,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from resources.digest import DIGEST_FIELD, digest_sql
+from resources.changed_rows import CHANGES_DIR, ChangedRows, changes_path, new_snapshot_id, with_snapshot_id
+from resources.digest import DIGEST_COLUMN, DIGEST_FIELD, digest_sql
 from resources.files import fsync_dir, pid_alive
 from resources.lake_s3 import S3Lake
 from resources.object_store import endpoint_url, region
@@ -41,13 +42,17 @@ class StagedSnapshot:
     """A snapshot being written: record batches of a fixed schema streamed into a staged Parquet file,
     then finished (one row per id, the one received last by `newest_by`; rows gone from the API left
     out). Given `digest` fields, each row also carries its digest (resources/digest.py), hashed as it is
-    written. It owns a small DuckDB connection (`conn`) for hashing, finishing and the checks that read it."""
+    written, and given a `previous` snapshot file too, the rows that differ from it go to a side file as
+    well (`changes`; resources/changed_rows.py), compared within ranges of the list's `sort` key. It owns
+    a small DuckDB connection (`conn`) for hashing, finishing and the checks that read it."""
 
-    def __init__(self, staging: Path, schema: pa.Schema, *, key: str, newest_by: str, digest: tuple[str, ...] = ()):
+    def __init__(self, staging: Path, schema: pa.Schema, *, key: str, newest_by: str, digest: tuple[str, ...] = (),
+                 previous: Path | None = None, sort: str | None = None):
         self.staging = staging
         self.digest = digest
         self.rows_schema = schema  # the batches'
-        self.schema = schema.append(DIGEST_FIELD) if digest else schema  # the file's
+        self.snapshot_id = new_snapshot_id()
+        self.schema = with_snapshot_id(schema.append(DIGEST_FIELD) if digest else schema, self.snapshot_id)  # the file's
         self.key = key
         self.newest_by = newest_by
         self.path = staging / SNAPSHOT_FILE
@@ -57,6 +62,9 @@ class StagedSnapshot:
         self._buffered = 0
         self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self.path, self.schema, compression="zstd")
         self._conn: duckdb.DuckDBPyConnection | None = None
+        self.changes: ChangedRows | None = None
+        if digest and previous is not None and ChangedRows.comparable(previous, self.schema):
+            self.changes = ChangedRows(previous, changes_path(staging, SNAPSHOT_FILE), self.schema, key=key, sort=sort)
 
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
@@ -83,14 +91,21 @@ class StagedSnapshot:
         assert self._writer is not None
         self._writer.close()
         self._writer = None
+        if self.changes is not None:
+            self.changes.finish()
         if not drop and not repeated_ids:
             return self.rows_written
-        return self._rewrite(drop)
+        rows = self._rewrite(drop)
+        if self.changes is not None and not self.changes.abandoned:
+            self._keep_changes_of_finished()
+        return rows
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        if self.changes is not None:
+            self.changes.close()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -98,7 +113,10 @@ class StagedSnapshot:
     def _flush(self) -> None:
         if self._buffer:
             assert self._writer is not None
-            self._writer.write_table(self._with_digest(pa.Table.from_batches(self._buffer, schema=self.rows_schema)))
+            rows = self._with_digest(pa.Table.from_batches(self._buffer, schema=self.rows_schema))
+            self._writer.write_table(rows)
+            if self.changes is not None:
+                self.changes.write(rows)
         self._buffer, self._buffered = [], 0
 
     def _with_digest(self, rows: pa.Table) -> pa.Table:
@@ -126,6 +144,22 @@ class StagedSnapshot:
         self.conn.execute("DROP TABLE _dropped")
         finished.replace(self.path)
         return rows
+
+    def _keep_changes_of_finished(self) -> None:
+        """The side file cut to the rows the finished snapshot kept (not dropped; of an id written twice, the
+        version kept), so that it stays a subset of the snapshot's rows."""
+        changes = self.changes.path
+        kept = changes.with_name(f"finished-{changes.name}")
+        key, newest = self.key, self.newest_by
+        reader = self.conn.sql(
+            f"SELECT c.* FROM {read_parquet(changes)} c SEMI JOIN {self.relation} f ON c.{key} = f.{key} "
+            f"AND c.{newest} IS NOT DISTINCT FROM f.{newest} AND c.{DIGEST_COLUMN} = f.{DIGEST_COLUMN} "
+            f"QUALIFY row_number() OVER (PARTITION BY c.{key}) = 1"
+        ).to_arrow_reader(ROWS_PER_ROW_GROUP)
+        with pq.ParquetWriter(kept, self.schema, compression="zstd") as writer:
+            for batch in reader:
+                writer.write_table(pa.Table.from_batches([batch]).cast(self.schema))
+        kept.replace(changes)
 
 
 class LakeResource(dg.ConfigurableResource):
@@ -167,14 +201,18 @@ class LakeResource(dg.ConfigurableResource):
     @contextmanager
     def snapshot(
         self, org: str | None, resource: str, snapshot_date: str, schema: pa.Schema, *, key: str,
-        newest_by: str | None = None, publish: bool = True, digest: tuple[str, ...] = (),
+        newest_by: str | None = None, publish: bool = True, digest: tuple[str, ...] = (), sorted_by: str | None = None,
     ) -> Iterator[StagedSnapshot]:
         """Stage a snapshot in a private directory; when the block ends without an error it is published
         (`snapshot.published` says where), or discarded with `publish=False` (a scratch file). An error
         discards it: readers never see a partial snapshot. Given `digest` fields, the file also holds each
-        row's digest of them (`_digest`)."""
+        row's digest of them (`_digest`); given as well the field the rows come `sorted_by` (a list's sort
+        key), a local lake's snapshot gets the side file of the rows that differ from the latest snapshot
+        before it (resources/changed_rows.py)."""
         staging = self.new_staging_dir(org, resource, snapshot_date)
-        staged = StagedSnapshot(staging, schema, key=key, newest_by=newest_by or key, digest=digest)
+        previous = self.latest_snapshot_file(org, resource, snapshot_date) if digest and sorted_by and publish else None
+        staged = StagedSnapshot(staging, schema, key=key, newest_by=newest_by or key, digest=digest,
+                                previous=previous, sort=sorted_by)
         try:
             yield staged
         except BaseException:
@@ -196,6 +234,16 @@ class LakeResource(dg.ConfigurableResource):
     def snapshot_file(self, org: str | None, resource: str, snapshot_date: str) -> Path:
         """The published file of a local lake (`local_snapshot` reads either kind)."""
         return self.snapshot_dir(org, resource, snapshot_date) / SNAPSHOT_FILE
+
+    def latest_snapshot_file(self, org: str | None, resource: str, snapshot_date: str) -> Path | None:
+        """A local lake's published file of the latest date up to `snapshot_date` (a re-run's own date
+        included); None on object storage (its side files are not published: nothing to compare for)."""
+        if not self.is_local:
+            return None
+        folder = self.snapshot_dir(org, resource, snapshot_date).parent
+        dates = sorted((p.parent.name for p in folder.glob(f"snapshot_date=*/{SNAPSHOT_FILE}")), reverse=True)
+        latest = next((name for name in dates if name.split("=", 1)[1] <= snapshot_date), None)
+        return None if latest is None else folder / latest / SNAPSHOT_FILE
 
     @contextmanager
     def local_snapshot(self, org: str | None, resource: str, snapshot_date: str) -> Iterator[Path]:
@@ -256,7 +304,10 @@ class LakeResource(dg.ConfigurableResource):
         with open(self.root / ".publish.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if final.exists():
+                shutil.rmtree(final / CHANGES_DIR, ignore_errors=True)  # the old snapshot's: read with it only
                 os.replace(staging / SNAPSHOT_FILE, final / SNAPSHOT_FILE)
+                if (staging / CHANGES_DIR).exists():
+                    os.rename(staging / CHANGES_DIR, final / CHANGES_DIR)
                 fsync_dir(final)
             else:
                 os.rename(staging, final)

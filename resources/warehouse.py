@@ -188,7 +188,8 @@ class WarehouseSession:
         return bool(self.conn.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = ? "
                                       "AND constraint_type = 'PRIMARY KEY'", [table]).fetchall()[0][0])
 
-    def merge(self, spec: TableSpec, source_relation: str, *, org: str, snapshot_date: str | None = None) -> int:
+    def merge(self, spec: TableSpec, source_relation: str, *, org: str, snapshot_date: str | None = None,
+              changed_relation: str | None = None) -> int:
         """Merge organization `org`'s rows from `source_relation` (any SQL table expression with the
         schema's column names, e.g. a registered Arrow table or read_parquet(...)) into the spec's
         table, stamping `org` and the load columns: `_snapshot_date` (the lake snapshot the rows come
@@ -207,16 +208,21 @@ class WarehouseSession:
         read whole; any other source is hashed here. An organization's first load inserts straight
         from the source. Ids that came twice are found by the comparison itself (the newest of each is
         kept, by the rule above), on a first load by counting them.
+
+        `changed_relation`, rows of a lake snapshot's side file (resources/changed_rows.py: a subset of the
+        source's rows, those that differ from the snapshot before), is where the rows written are read
+        whole from when it holds them; the source only for those it lacks.
         """
         key = spec.key
         conn = self.conn
         this_org = f"{ORG_COLUMN} = {sql_literal(org)}"
         stamp = "NULL::DATE" if snapshot_date is None else f"DATE {sql_literal(snapshot_date)}"
         hashed = DIGEST_COLUMN in self._relation_columns(source_relation)
-        source = (
-            f"(SELECT {sql_literal(org)} AS {ORG_COLUMN}, *, {stamp} AS _snapshot_date, now() AS _loaded_at "
-            f"FROM {source_relation})"
-        )
+
+        def stamped(relation: str) -> str:
+            return f"(SELECT {sql_literal(org)} AS {ORG_COLUMN}, *, {stamp} AS _snapshot_date, now() AS _loaded_at FROM {relation})"
+
+        source = stamped(source_relation)
         conn.execute("BEGIN TRANSACTION")
         try:
             if not self.count(spec.table, org):  # the organization's first load: every row is new, nothing to compare
@@ -226,10 +232,13 @@ class WarehouseSession:
                 conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM {written}")
             else:
                 incoming = self._with_digest(spec, source, hashed)
-                if self._meet(spec, org, incoming):  # an id came twice: the newest of each, then meet again
+                repeated = self._meet(spec, org, incoming)
+                if repeated:  # an id came twice: the newest of each, then meet again
                     incoming = self._with_digest(spec, self._newest_per_key(spec, source), hashed)
                     self._meet(spec, org, incoming)
                 written = f"(SELECT * FROM {incoming} WHERE {key} IN (SELECT id FROM _merged_ids))"
+                if changed_relation is not None and hashed and not repeated:
+                    written = self._written_from_changes(spec, incoming, stamped(changed_relation))
                 self._observe_again(spec, org, stamp if snapshot_date is not None else None)
                 conn.execute(f"DELETE FROM {spec.table} WHERE rowid IN (SELECT _row FROM _incoming WHERE written IS NOT NULL "
                              "AND _row IS NOT NULL)")
@@ -239,12 +248,24 @@ class WarehouseSession:
                 self._rebuild_child(spec.table, child, org)
             count = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
             conn.execute("DROP TABLE _merged_ids")
-            conn.execute("DROP TABLE IF EXISTS _repeated; DROP TABLE IF EXISTS _beaten")
+            conn.execute("DROP TABLE IF EXISTS _repeated; DROP TABLE IF EXISTS _beaten; DROP TABLE IF EXISTS _changed_ids")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         return int(count)
+
+    def _written_from_changes(self, spec: TableSpec, incoming: str, changed: str) -> str:
+        """The rows to write (`_merged_ids`), read from the side file `changed` where it holds them, and from
+        `incoming` only for the ids it lacks: the snapshot is not read whole when it holds them all."""
+        key = spec.key
+        self.conn.execute(f"CREATE OR REPLACE TEMP TABLE _changed_ids AS SELECT {key} AS id FROM {changed} "
+                          f"WHERE {key} IN (SELECT id FROM _merged_ids)")
+        from_changes = f"SELECT * FROM {changed} WHERE {key} IN (SELECT id FROM _changed_ids)"
+        lacking = "SELECT id FROM _merged_ids WHERE id NOT IN (SELECT id FROM _changed_ids)"
+        if not self.conn.execute(f"SELECT count(*) FROM ({lacking})").fetchone()[0]:
+            return f"({from_changes})"
+        return f"({from_changes} UNION ALL BY NAME SELECT * FROM {incoming} WHERE {key} IN ({lacking}))"
 
     @staticmethod
     def _with_digest(spec: TableSpec, source: str, hashed: bool) -> str:

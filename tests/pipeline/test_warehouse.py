@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import dagster as dg
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from assets.catalog import PRODUCTS, SIGNALS
@@ -90,7 +91,9 @@ def test_rerunning_a_date_replaces_its_snapshot_and_keeps_tables_identical(make_
     sync(service, data_dir)
     assert warehouse_state(data_dir / "analytics.duckdb") == first
     folder = data_dir / "lake" / "org=default" / "kols" / f"snapshot_date={today()}"
-    assert [p.name for p in folder.iterdir()] == ["data.parquet"]
+    # The snapshot, and its side file of the rows changed since the run before (none): not history.
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet")) == ["changed/data.parquet", "data.parquet"]
+    assert pq.ParquetFile(folder / "changed" / "data.parquet").metadata.num_rows == 0
     assert query(data_dir / "analytics.duckdb", "SELECT count(DISTINCT snapshot_date), count(*) FROM kols_history") == [(1, 120)]
 
 
