@@ -1,6 +1,6 @@
 """Benchmark: the full nightly sync beside a bare concurrent page-fetch loop, same server, same run.
 
-    .venv/bin/python benchmarks/nightly_sync.py [--runs 3] [--scale 1.0] [--enrich 5000] [--seed-cache DIR]
+    .venv/bin/python benchmarks/nightly_sync.py [--runs 3] [--scale 1.0] [--enrich 5000] [--seed-cache DIR] [--night second]
 
 Seeds 100,000 KOLs, 5,000 campaigns, 500 products and 100,000 signals (times --scale) into a
 fresh service database, serves it without rate limits in its own process, warms it with one
@@ -18,7 +18,10 @@ plan, events, checks, the analytics publish) is measured in the same alternation
 reported apart, with the ratio of what the data costs: (sync - fixed) / bare. A fixed Python loop timed
 before each pair of runs (`host probe`) shows how fast the shared host was. With --seed-cache, the seeded
 service database is kept in DIR per scale and copied from there on the next invocation (seeding 1M KOLs
-takes minutes; the seed is reproducible, so the copy is the same data). Then one KOL detail enrichment run of
+takes minutes; the seed is reproducible, so the copy is the same data). With --night second, each sync runs
+into a copy of a data directory one unmeasured sync filled the same day (copied before its timer starts): the
+night after a quiet day, its snapshots compared with the lake's (the side file, resources/changed_rows.py),
+its merges meeting full tables. Then one KOL detail enrichment run of
 --enrich details is measured separately (details per second), since enriching 100k KOLs at
 once would dominate a first sync.
 """
@@ -207,6 +210,8 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--seed-cache", type=Path, help="keep the seeded service here per scale, and reuse it")
     parser.add_argument("--enrich", type=int, default=5_000, help="KOL details in the separate enrichment run (0: skip)")
+    parser.add_argument("--night", choices=("first", "second"), default="first",
+                        help="first: each sync into a fresh data directory; second: into a copy of one synced before")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="commops-bench-") as tmp:
@@ -216,11 +221,17 @@ def main() -> None:
             walks = _catalog_walks()
             _child(BARE, base_url, key, str(CONCURRENCY), walks)  # warm-up: the service's caches, not measured
             bare, syncs, fixed, probes = [], [], [], []
+            night_before = tmp_path / "night-before"
+            if args.night == "second":
+                _child(SYNC, base_url, key, str(night_before), "0", str(CONCURRENCY))
             with tiny_service(tmp_path) as (tiny_url, tiny_key):
                 for run in range(args.runs):
                     probes.append(host_probe())
                     bare.append(_child(BARE, base_url, key, str(CONCURRENCY), walks, server_pid=server_pid))
                     data_dir = tmp_path / f"data-{run}"
+                    if args.night == "second":
+                        shutil.copytree(night_before, data_dir)
+                        os.sync()  # the copy's writeback outside the sync's timing
                     syncs.append(_child(SYNC, base_url, key, str(data_dir), "0", str(CONCURRENCY), server_pid=server_pid))
                     fixed.append(_child(SYNC, tiny_url, tiny_key, str(tmp_path / f"fixed-{run}"), "0", str(CONCURRENCY)))
                     print(f"run {run + 1}: bare {bare[-1]['seconds']:.1f}s ({bare[-1]['pages']} pages), "
@@ -236,7 +247,7 @@ def main() -> None:
     sync_s = statistics.median(s["seconds"] for s in syncs)
     rss = statistics.median(s["peak_rss_mb"] for s in syncs)
     fixed_s = statistics.median(f["seconds"] for f in fixed)
-    print("\n== core sync (4 lists -> Parquet -> DuckDB -> analytics.duckdb), KOL details off ==")
+    print(f"\n== core sync (4 lists -> Parquet -> DuckDB -> analytics.duckdb), KOL details off, {args.night} night ==")
     print(f"bare page-fetch loop  median {bare_s:.2f}s over {args.runs} runs")
     print(f"full sync             median {sync_s:.2f}s over {args.runs} runs")
     print(f"ratio sync / bare     {sync_s / bare_s:.2f}  (aim <= 1.15)")

@@ -3,9 +3,10 @@
 A nightly snapshot holds every row; after a quiet day about 1% of them differ from the night before. The
 warehouse merge finds the rows it writes from narrow columns alone (ids, versions, digests), but reading
 those rows whole from the snapshot decodes all of it: every row group holds a few. So while a snapshot is
-written, each batch is compared with the previous snapshot's `(id, _digest)` pairs in the batch's range of
-the list's sort key (it never changes for a row, and lists are paged in its order: one or two of the
-previous file's row groups), and the rows new or changed go to a side file beside it:
+written, each batch's digests are looked up among the previous snapshot's in the batch's range of the
+list's sort key (it never changes for a row, and lists are paged in its order: one or two of the previous
+file's row groups), and the rows whose digest is not there, new or changed, go to a side file beside it
+(a digest hashes the row's id with its content: only a 64-bit collision could leave a changed row out):
 
     <snapshot folder>/changed/data.parquet     outside the history views' glob (snapshot_date=*/*.parquet)
 
@@ -30,7 +31,6 @@ from resources.digest import DIGEST_COLUMN
 
 CHANGES_DIR = "changed"
 SNAPSHOT_ID = b"commops.snapshot_id"  # Arrow schema metadata key naming the snapshot a file was written as
-_INDEX = "_changed_row"
 
 
 def new_snapshot_id() -> str:
@@ -64,9 +64,8 @@ class ChangedRows:
     into the snapshot. `abandoned` once more than half the rows compared changed: the side file is then
     deleted, and the merge reads the snapshot as it would without one."""
 
-    def __init__(self, previous: Path, path: Path, schema: pa.Schema, *, key: str, sort: str | None):
+    def __init__(self, previous: Path, path: Path, schema: pa.Schema, *, sort: str | None):
         self.path = path
-        self.key = key
         self.schema = schema
         self.rows_compared = 0
         self.rows_changed = 0
@@ -118,16 +117,15 @@ class ChangedRows:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        self._previous.close()
 
     def _changed(self, rows: pa.Table) -> pa.Table:
-        """The rows whose `(id, _digest)` the previous snapshot does not hold, in their order."""
+        """The rows whose digest the previous snapshot does not hold (where they may be), in their order."""
         groups = self._overlapping_groups(rows)
         if not groups:
             return rows
-        before = self._previous.read_row_groups(groups, columns=[self.key, DIGEST_COLUMN])
-        indexed = rows.select([self.key, DIGEST_COLUMN]).append_column(_INDEX, pa.array(range(rows.num_rows), pa.int64()))
-        missing = indexed.join(before, keys=[self.key, DIGEST_COLUMN], join_type="left anti")
-        return rows.take(missing.sort_by(_INDEX).column(_INDEX))
+        before = self._previous.read_row_groups(groups, columns=[DIGEST_COLUMN]).column(0)
+        return rows.filter(pc.invert(pc.is_in(rows.column(DIGEST_COLUMN), value_set=before.combine_chunks())))
 
     def _overlapping_groups(self, rows: pa.Table) -> list[int]:
         """The previous file's row groups that may hold these rows: those whose sort-key range meets the

@@ -64,7 +64,7 @@ class StagedSnapshot:
         self._conn: duckdb.DuckDBPyConnection | None = None
         self.changes: ChangedRows | None = None
         if digest and previous is not None and ChangedRows.comparable(previous, self.schema):
-            self.changes = ChangedRows(previous, changes_path(staging, SNAPSHOT_FILE), self.schema, key=key, sort=sort)
+            self.changes = ChangedRows(previous, changes_path(staging, SNAPSHOT_FILE), self.schema, sort=sort)
 
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
