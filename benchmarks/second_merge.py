@@ -44,17 +44,17 @@ ORG = "default"
 SECOND_DAY = "2099-01-01"
 
 
-def changed_source(snapshot: str, spec, fraction: float, path: Path, previous: Path | None = None) -> tuple[str, str | None, float]:
+def changed_source(snapshot: str, spec, fraction: float, folder: Path, previous: Path | None = None) -> tuple[str, str | None, float]:
     """The snapshot as a second night would bring it, written by the lake's own writer (resources/lake.py
     StagedSnapshot: its encodings, row groups and digests): fetched a day later, and `fraction` of its rows
-    changed (a value, and `updated_at` one second on where it is the version). Given the `previous` snapshot
-    file, with the side file of the rows changed (written beside `path`). Made by a connection of its own,
+    changed (a value, and `updated_at` one second on where it is the version), into `folder` as the lake
+    publishes it: given the `previous` snapshot file, with the side file of the rows changed beside it
+    (resources/changed_rows.py). Made by a connection of its own,
     outside the warehouse's memory limit. Returns the file's and the side file's table expressions, and the
     seconds the writer took (the snapshot step's share: its batches' hashing, writing and comparing)."""
     import duckdb
 
-    from resources.changed_rows import changes_of, changes_path
-
+    from resources.changed_rows import changes_of
     from resources.digest import DIGEST_COLUMN, content_fields
     from resources.lake import ROWS_PER_ROW_GROUP, StagedSnapshot
     from resources.sql import read_parquet
@@ -65,7 +65,8 @@ def changed_source(snapshot: str, spec, fraction: float, path: Path, previous: P
                f"CASE WHEN {changed} THEN coalesce(\"{value}\", '') || ' (changed)' ELSE \"{value}\" END AS \"{value}\""]
     if "updated_at" in spec.version:
         replace.append(f"CASE WHEN {changed} THEN updated_at + INTERVAL 1 SECOND ELSE updated_at END AS updated_at")
-    staging = path.with_suffix(".staging")
+    shutil.rmtree(folder, ignore_errors=True)
+    staging = folder.with_suffix(".staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     writing = 0.0
@@ -84,16 +85,10 @@ def changed_source(snapshot: str, spec, fraction: float, path: Path, previous: P
         staged.finish()
         staged.close()
         writing += time.perf_counter() - started
-    path.parent.joinpath(path.stem).mkdir(exist_ok=True)
-    final = path.parent / path.stem / "data.parquet"  # the side file beside it, as the lake publishes them
-    staged.path.replace(final)
-    side = changes_path(staging, staged.path.name)
-    if side.exists():
-        changes_path(final.parent, final.name).parent.mkdir(exist_ok=True)
-        side.replace(changes_path(final.parent, final.name))
-    shutil.rmtree(staging)
-    changes = changes_of(final)
-    return read_parquet(final), None if changes is None else read_parquet(changes), writing
+    staging.rename(folder)  # the snapshot and its side file below it, as the lake publishes them
+    snapshot_path = folder / staged.path.name
+    changes = changes_of(snapshot_path)
+    return read_parquet(snapshot_path), None if changes is None else read_parquet(changes), writing
 
 
 def old_path(session, spec, source: str) -> None:
@@ -200,9 +195,9 @@ def main() -> None:
         for spec in CATALOG:
             first, second, equal, plain, compared = [], [], True, [], []
             for _ in range(args.runs):  # the snapshot step's writer, without the comparison and with it
-                plain.append(changed_source(snapshot_of(data, spec), spec, args.changed, tmp_path / f"plain-{spec.name}.parquet")[2])
+                plain.append(changed_source(snapshot_of(data, spec), spec, args.changed, tmp_path / f"plain-{spec.name}")[2])
                 source, changed, seconds = changed_source(snapshot_of(data, spec), spec, args.changed,
-                                                          tmp_path / f"second-{spec.name}.parquet", snapshot_file(data, spec))
+                                                          tmp_path / f"second-{spec.name}", snapshot_file(data, spec))
                 compared.append(seconds)
             for _ in range(args.runs):  # alternating, each on a fresh copy
                 first.append(first_night(data, tmp_path / "first", spec))
