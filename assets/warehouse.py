@@ -39,6 +39,7 @@ class Merged:
     check_results: list[dg.AssetCheckResult]
     seconds: float
     threads: int  # DuckDB's, in the session that merged
+    read_from_changes: int | None = None  # rows written read from the snapshot's side file (None: none was read)
     note: str = ""  # what the merge had to do differently (a warning in the table's step)
 
 
@@ -88,7 +89,8 @@ def _merge_and_check(spec: ResourceSpec, org: str, snapshot_date: str, lake: Lak
         children = {f"rows_{child.name}": session.count(child.name, org) for child in spec.children}
         preview = markdown_preview(session.conn, f"(SELECT * FROM {spec.table} WHERE org = {sql_literal(org)})",
                                    [f.name for f in spec.schema][:4])
-    return Merged(snapshot_rows, written, rows, children, preview, check_results, time.monotonic() - started, threads)
+    return Merged(snapshot_rows, written, rows, children, preview, check_results, time.monotonic() - started, threads,
+                  session.read_from_changes)
 
 
 def hand_merge_to_background(
@@ -133,6 +135,7 @@ def load(
             "dagster/row_count": merged.rows,
             "rows_written": merged.written,
             "rows_kept_newer_in_table": merged.snapshot_rows - merged.written,
+            **({} if merged.read_from_changes is None else {"rows_read_from_changed_file": merged.read_from_changes}),
             **merged.children,
             "duration_seconds": dg.MetadataValue.float(round(merged.seconds, 3)),
             "merged_beside_fetch": handed is not None,

@@ -116,6 +116,7 @@ class WarehouseSession:
 
     def __init__(self, conn: duckdb.DuckDBPyConnection):
         self.conn = conn
+        self.read_from_changes: int | None = None  # rows the last merge read whole from a side file, if it had one
 
     def ensure_table(self, spec: TableSpec) -> None:
         """Create the current-state table (and its children) from the Arrow schema; add new columns. A
@@ -223,6 +224,7 @@ class WarehouseSession:
             return f"(SELECT {sql_literal(org)} AS {ORG_COLUMN}, *, {stamp} AS _snapshot_date, now() AS _loaded_at FROM {relation})"
 
         source = stamped(source_relation)
+        self.read_from_changes = None
         conn.execute("BEGIN TRANSACTION")
         try:
             if not self.count(spec.table, org):  # the organization's first load: every row is new, nothing to compare
@@ -263,7 +265,9 @@ class WarehouseSession:
                           f"WHERE {key} IN (SELECT id FROM _merged_ids)")
         from_changes = f"SELECT * FROM {changed} WHERE {key} IN (SELECT id FROM _changed_ids)"
         lacking = "SELECT id FROM _merged_ids WHERE id NOT IN (SELECT id FROM _changed_ids)"
-        if not self.conn.execute(f"SELECT count(*) FROM ({lacking})").fetchone()[0]:
+        self.read_from_changes, lacks = self.conn.execute(
+            f"SELECT (SELECT count(*) FROM _changed_ids), (SELECT count(*) FROM ({lacking}))").fetchone()
+        if not lacks:
             return f"({from_changes})"
         return f"({from_changes} UNION ALL BY NAME SELECT * FROM {incoming} WHERE {key} IN ({lacking}))"
 

@@ -140,6 +140,8 @@ def test_a_merge_reading_the_side_file_leaves_the_table_a_merge_without_it_leave
                      "WHERE id = 'kol_0170'")
         written[way] = session.merge(KOLS, read_parquet(second.path), org="default", snapshot_date="2026-05-03",
                                      changed_relation=changed)
+        # 3, 333 and 600 read from the side file; 50 from the snapshot (170's newer row stays)
+        assert session.read_from_changes == (3 if changed else None)
         tables[way] = _table(conn)
         names = dict(conn.execute("SELECT id, full_name FROM kols").fetchall())
         assert names["kol_0050"] == "Dr 50"
@@ -167,6 +169,8 @@ def test_a_second_sync_writes_the_kols_changed_beside_its_snapshot_and_merges_th
     assert summary.failed_checks == []
     assert summary.asset("lake/kols").metadata["rows_changed_since_previous"] == 3
     assert summary.asset("lake/products").metadata["rows_changed_since_previous"] == 0
+    assert summary.asset("warehouse/kols").metadata["rows_read_from_changed_file"] == 3
+    assert summary.asset("warehouse/kols").metadata["rows_written"] == 3
     folder = data_dir / "lake" / "org=default" / "kols" / f"snapshot_date={summary.snapshot_date}"
     assert _ids(changes_of(folder / "data.parquet")) == changed
     rows = table_rows(data_dir / "analytics.duckdb", "kols")
