@@ -64,25 +64,30 @@ class ChangedRows:
     into the snapshot. `abandoned` once more than half the rows compared changed: the side file is then
     deleted, and the merge reads the snapshot as it would without one."""
 
-    def __init__(self, previous: Path, path: Path, schema: pa.Schema, *, sort: str | None):
+    def __init__(self, previous: pq.ParquetFile, path: Path, schema: pa.Schema, *, sort: str | None):
         self.path = path
         self.schema = schema
         self.rows_compared = 0
         self.rows_changed = 0
         self.abandoned = False
-        self._previous = pq.ParquetFile(previous)
+        self._previous = previous
         self._sort = sort if sort in schema.names else None
         self._ranges = self._group_ranges() if self._sort else None
         self._writer: pq.ParquetWriter | None = None
 
-    @staticmethod
-    def comparable(previous: Path, schema: pa.Schema) -> bool:
-        """Whether a previous snapshot has the schema (digests included) rows are written with now: a
-        snapshot of another schema hashes its rows otherwise, and every row would look changed."""
+    @classmethod
+    def against(cls, previous: Path, path: Path, schema: pa.Schema, *, sort: str | None) -> ChangedRows | None:
+        """The side file at `path` of rows written with `schema`, compared with the `previous` snapshot file;
+        None when that file cannot be read or has another schema (digests included): a snapshot of another
+        schema hashes its rows otherwise, and every row would look changed."""
         try:
-            return pq.read_schema(previous).remove_metadata().equals(schema.remove_metadata())
+            file = pq.ParquetFile(previous)
         except (OSError, pa.ArrowInvalid):
-            return False
+            return None
+        if not file.schema_arrow.remove_metadata().equals(schema.remove_metadata()):
+            file.close()
+            return None
+        return cls(file, path, schema, sort=sort)
 
     def write(self, rows: pa.Table) -> None:
         if self.abandoned:
@@ -94,19 +99,12 @@ class ChangedRows:
             self.abandon()
             return
         if changed.num_rows:
-            if self._writer is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
-            self._writer.write_table(changed)
+            self._opened().write_table(changed)
 
     def finish(self) -> None:
         """Close the side file (an empty one when nothing changed: the merge then reads nothing whole)."""
-        if self.abandoned:
-            return
-        if self._writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
-        self._writer.close()
+        if not self.abandoned:
+            self._opened().close()
 
     def abandon(self) -> None:
         self.abandoned = True
@@ -118,6 +116,12 @@ class ChangedRows:
             self._writer.close()
             self._writer = None
         self._previous.close()
+
+    def _opened(self) -> pq.ParquetWriter:
+        if self._writer is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+        return self._writer
 
     def _changed(self, rows: pa.Table) -> pa.Table:
         """The rows whose digest the previous snapshot does not hold (where they may be), in their order."""

@@ -62,9 +62,9 @@ class StagedSnapshot:
         self._buffered = 0
         self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self.path, self.schema, compression="zstd")
         self._conn: duckdb.DuckDBPyConnection | None = None
-        self.changes: ChangedRows | None = None
-        if digest and previous is not None and ChangedRows.comparable(previous, self.schema):
-            self.changes = ChangedRows(previous, changes_path(staging, SNAPSHOT_FILE), self.schema, sort=sort)
+        self.changes: ChangedRows | None = None  # compared by digest: none without them
+        if digest and previous is not None:
+            self.changes = ChangedRows.against(previous, changes_path(staging, SNAPSHOT_FILE), self.schema, sort=sort)
 
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
@@ -210,7 +210,7 @@ class LakeResource(dg.ConfigurableResource):
         key), a local lake's snapshot gets the side file of the rows that differ from the latest snapshot
         before it (resources/changed_rows.py)."""
         staging = self.new_staging_dir(org, resource, snapshot_date)
-        previous = self.latest_snapshot_file(org, resource, snapshot_date) if digest and sorted_by and publish else None
+        previous = self.latest_snapshot_file(org, resource, snapshot_date) if sorted_by and publish else None
         staged = StagedSnapshot(staging, schema, key=key, newest_by=newest_by or key, digest=digest,
                                 previous=previous, sort=sorted_by)
         try:
