@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 import duckdb
 
-from assets.catalog import CAMPAIGN_ENGAGEMENT, CATALOG, KOL_DETAILS, WEBHOOK_EVENTS
+from sync.catalog import CAMPAIGN_ENGAGEMENT, CATALOG, KOL_DETAILS, WEBHOOK_EVENTS
 from resources.iceberg import IcebergResource
 from resources.warehouse import WarehouseResource
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dagster as dg
 import duckdb
 
-from assets.catalog import ResourceSpec
+from sync.catalog import ResourceSpec
 from resources.commops_api import ListingReport
 from resources.sql import sql_literal
 

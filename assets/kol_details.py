@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import dagster as dg
 from pydantic import Field
 
-from assets.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
+from sync.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
 from assets.partitions import ORGS, partition_org
 from assets.metadata import catalog_reference, column_schema, markdown_preview, request_metadata
-from assets.progress import ProgressReporter
-from assets.records import RecordConverter
-from assets.schemas import FETCHED_AT
+from sync.progress import ProgressReporter
+from sync.records import RecordConverter
+from sync.schemas import FETCHED_AT
 from commops_spec.timestamps import utc_now
 from assets.snapshot_date import snapshot_date
 from resources.api import CommopsApiResource

@@ -20,12 +20,12 @@ import dagster as dg
 import pyarrow as pa
 
 from assets import checks
-from assets.catalog import BY_NAME, CATALOG, FETCH_ORDER, ResourceSpec
+from sync.catalog import BY_NAME, CATALOG, FETCH_ORDER, ResourceSpec
 from assets.partitions import ORGS, partition_org
 from assets.metadata import catalog_reference, column_schema, listing_metadata, markdown_preview, request_metadata
-from assets.progress import ProgressReporter
-from assets.records import RecordConverter
-from assets.schemas import FETCHED_AT
+from sync.progress import ProgressReporter
+from sync.records import RecordConverter
+from sync.schemas import FETCHED_AT
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from assets.warehouse import hand_merge_to_background, next_fetch_in_run, snapshot_key
 from resources.api import CommopsApiResource

@@ -10,8 +10,8 @@ import dagster as dg
 import duckdb
 import pyarrow as pa
 
-from assets import catalog
-from assets.catalog import ResourceSpec
+from sync import catalog
+from sync.catalog import ResourceSpec
 from resources.commops_api import ListingReport, RequestStats
 from resources.warehouse import LOAD_COLUMNS, column_type, description
 
@@ -68,7 +68,7 @@ def column_schema(schema: pa.Schema, *, warehouse: bool = False) -> dict[str, An
 
 
 def catalog_reference(spec: ResourceSpec) -> dict[str, Any]:
-    """`dagster/code_references` pointing at the resource's entry in assets/catalog.py (the assets
+    """`dagster/code_references` pointing at the resource's entry in sync/catalog.py (the assets
     themselves come from one factory, whose source says little about a given resource)."""
     path = Path(catalog.__file__).resolve()
     line = next(

@@ -16,7 +16,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from assets import checks
-from assets.catalog import CATALOG, ResourceSpec, fetched_after
+from sync.catalog import CATALOG, ResourceSpec, fetched_after
 from assets.partitions import ORGS, partition_org
 from assets.metadata import catalog_reference, column_schema, markdown_preview
 from assets.snapshot_date import snapshot_date as run_snapshot_date

@@ -54,7 +54,7 @@ def _pr(predicted: set, truth: set) -> tuple[float, float, int]:
 def _sweep_counts(conn, truth: set) -> dict[float, tuple[int, int]]:
     """{threshold: (true pairs proposed, pairs proposed)} over GRID: a run per threshold (which contact a KOL
     keeps, and the duplicate sets, depend on it)."""
-    from assets.crm.reconcile import reconcile
+    from crm.reconcile import reconcile
 
     counts = {}
     for t in GRID:
@@ -114,8 +114,8 @@ def choose(kols: int, seeds: list[int]) -> dict:
 
 
 def quality(kols: int, seed: int, threshold: float | None) -> dict:
-    from assets.crm import probable
-    from assets.crm.reconcile import reconcile
+    from crm import probable
+    from crm.reconcile import reconcile
 
     conn, made, truth = _labelled(kols, seed)
     kinds = dict(((k, c), kind) for k, c, kind in conn.execute("SELECT * FROM truth_pairs").fetchall())

@@ -36,7 +36,7 @@ import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
 from benchmarks.overhead_location import NOOP, noop  # noqa: E402
-from pipelines.cli.daemon_process import REPO, running_process  # noqa: E402
+from commops_cli.daemon_process import REPO, running_process  # noqa: E402
 from pipelines.definitions import make_definitions  # noqa: E402
 from pipelines.jobs import NIGHTLY_SYNC  # noqa: E402
 from resources.settings import load_settings  # noqa: E402

@@ -9,6 +9,6 @@ exec, so it is the child's real peak resident set.
 
 from __future__ import annotations
 
-from pipelines.cli.processes import peak_rss_mb as own_peak_rss_mb
+from commops_cli.processes import peak_rss_mb as own_peak_rss_mb
 
 __all__ = ["own_peak_rss_mb"]

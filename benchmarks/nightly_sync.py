@@ -88,7 +88,7 @@ import json, os, sys, time
 import dagster as dg
 from benchmarks.in_flight import idle_share, pauses, record_requests
 from benchmarks.memory import own_peak_rss_mb
-from pipelines.cli.sync import run_sync
+from commops_cli.sync_run import run_sync
 from resources.warehouse import WAREHOUSE_FILE
 spans = record_requests()
 base_url, key, data_dir, enrich, concurrency = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
@@ -109,8 +109,8 @@ print(json.dumps({"seconds": time.perf_counter() - started, "instance_seconds": 
 
 
 def _catalog_walks() -> str:
-    """The sync's walks and sorts (assets/catalog.py), so both loops read the same pages the same way."""
-    from assets.catalog import CATALOG
+    """The sync's walks and sorts (sync/catalog.py), so both loops read the same pages the same way."""
+    from sync.catalog import CATALOG
 
     return json.dumps([(s.path, {**walk, "sort": s.sort}) for s in CATALOG for walk in s.walks])
 

@@ -81,7 +81,7 @@ def seed(directory: Path, orgs: int, kols: int) -> tuple[Path, dict[str, str]]:
 def sync_all(base_url: str, keys: dict[str, str], data_dir: Path, parallel: int) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_"))}
     env |= {f"{name.upper()}_KEY": key for name, key in keys.items()} | {"COMMOPS_DATA_DIR": str(data_dir)}
-    commops = [sys.executable, "-m", "pipelines.cli"]
+    commops = [sys.executable, "-m", "commops_cli"]
     for name in keys:
         subprocess.run([*commops, "orgs", "add", name, "--base-url", base_url, "--api-key-env", f"{name.upper()}_KEY"],
                        env=env, cwd=ROOT, check=True, capture_output=True)

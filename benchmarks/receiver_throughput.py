@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULT_JSON = ROOT / "docs" / "benchmarks-receivers.json"
 sys.path.insert(0, str(ROOT))
 
-from webhook_receiver.signatures import sign  # noqa: E402
+from webhooks.signatures import sign  # noqa: E402
 
 SECRET = "bench-" + "0" * 58
 
@@ -62,9 +62,9 @@ class _NullCommitter:
 def _serve(kind: str, port: int, data_dir: str, inbox_url: str | None, ready) -> None:
     from http_serving.server import serve
     from http_serving.sockets import bind
-    from webhook_receiver.app import create_app
-    from webhook_receiver.server import open_app
-    from webhook_receiver.settings import ReceiverSettings
+    from webhooks.receiver.app import create_app
+    from webhooks.receiver.server import open_app
+    from webhooks.receiver.settings import ReceiverSettings
 
     settings = ReceiverSettings(webhook_secrets=SECRET, data_dir=Path(data_dir), inbox_url=inbox_url)
     app = create_app(settings, committer=_NullCommitter()) if kind == "baseline" else open_app(settings)
@@ -159,7 +159,7 @@ def measure(kind: str, events: int, clients: int, postgres) -> dict[str, float]:
         if failures:
             raise SystemExit(f"{kind}: {len(failures)} non-200 answers, e.g. {failures[:3]}")
         if kind != "baseline":
-            from webhook_receiver.inbox import Inbox, inbox_path
+            from webhooks.inbox import Inbox, inbox_path
 
             stored = Inbox(inbox_url or inbox_path(f"{data_dir}/host0")).counts()["total"]
             assert stored == events + WARM_UP, f"{kind}: {stored} stored of {events + WARM_UP}"

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/reconciliation.py [--runs 3] [--kols 1000000] [--rate 0.1] [--threads 2] [--memory 1GB]
 
-Generates both sides in DuckDB (salesforce_standin.discrepancies: generate_kols_sql, plant_discrepancies_sql)
+Generates both sides in DuckDB (crm.salesforce_standin.discrepancies: generate_kols_sql, plant_discrepancies_sql)
 into a fresh DuckDB file, then times `reconcile` (the whole run: keys, statuses, candidates,
 replacing kol_crm_reconciliation) --runs times, each in a child process so its peak RSS is its
 own. Prints generation time, each run's CPU seconds (the machine may be shared: CPU time / threads
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, resource, sys, time
 import duckdb
-from assets.crm.reconcile import reconcile
+from crm.reconcile import reconcile
 from benchmarks.memory import own_peak_rss_mb
 path, threads, memory = sys.argv[1], sys.argv[2], sys.argv[3]
 conn = duckdb.connect(path, config={"threads": int(threads), "memory_limit": memory, "preserve_insertion_order": False})
@@ -44,7 +44,7 @@ print(json.dumps({"wall": wall, "rss_mb": own_peak_rss_mb(), "cpu": usage.ru_uti
 def generate(path: Path, kols: int, rate: float, threads: int, memory: str) -> float:
     import duckdb
 
-    from salesforce_standin.discrepancies import generate_kols_sql, plant_discrepancies_sql
+    from crm.salesforce_standin.discrepancies import generate_kols_sql, plant_discrepancies_sql
 
     started = time.perf_counter()
     conn = duckdb.connect(str(path), config={"threads": threads, "memory_limit": memory})

@@ -183,7 +183,7 @@ def main() -> None:
     parser.add_argument("--seed-cache", type=Path, help="keep the seeded service here per scale, and reuse it")
     args = parser.parse_args()
 
-    from assets.catalog import CATALOG
+    from sync.catalog import CATALOG
 
     figures = {}
     with tempfile.TemporaryDirectory(prefix="commops-merge-bench-") as tmp:

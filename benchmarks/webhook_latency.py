@@ -33,12 +33,12 @@ import duckdb  # noqa: E402
 
 from commops_spec.constants import EVENTS, KOL_TIERS  # noqa: E402
 from http_serving.sockets import free_port  # noqa: E402
-from pipelines.cli.daemon_process import running_daemon  # noqa: E402
-from pipelines.cli.sync import run_sync  # noqa: E402
-from pipelines.cli.webhook_subscriptions import Subscriptions  # noqa: E402
+from commops_cli.daemon_process import running_daemon  # noqa: E402
+from commops_cli.sync_run import run_sync  # noqa: E402
+from webhooks.subscriptions import Subscriptions  # noqa: E402
 from service.local import LocalService, create_local_service  # noqa: E402
-from webhook_receiver.server import ReceiverServer  # noqa: E402
-from webhook_receiver.settings import ReceiverSettings  # noqa: E402
+from webhooks.receiver.server import ReceiverServer  # noqa: E402
+from webhooks.receiver.settings import ReceiverSettings  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

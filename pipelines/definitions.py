@@ -9,10 +9,10 @@ from typing import Any
 import dagster as dg
 
 from assets.analytics import build_analytics_asset
-from assets.crm.assets import CRM_ASSETS
+from assets.crm import CRM_ASSETS
 from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
-from assets.progress import ProgressReporter
+from sync.progress import ProgressReporter
 from assets.warehouse import TABLE_ASSETS
 from assets.webhooks import WEBHOOK_ASSETS, webhook_events
 from pipelines.jobs import JOBS
@@ -21,12 +21,12 @@ from pipelines.sensors import SENSORS
 from resources.api import CommopsApiResource
 from resources.crm import CrmSettings, NoCrmConfigured, build_crm_resource
 from resources.iceberg import IcebergResource
-from resources.inbox import InboxResource
+from resources.webhooks import InboxResource
 from resources.lake import LakeResource
 from resources.orgs import ORGS_URL_ENV, OrgsResource
 from resources.settings import API_KEY_ENV, ICEBERG_CATALOG_URL_ENV, Settings, load_settings
 from resources.warehouse import WarehouseResource
-from webhook_receiver.inbox import INBOX_URL_ENV
+from webhooks.inbox import INBOX_URL_ENV
 
 WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
 # analytics.duckdb is published after the nightly tables or after the incremental job's merges.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.webhooks import APPLIED_KEY, WEBHOOK_EVENTS_KEY
-from pipelines.event_failures import count_step_failure
+from pipelines.hooks import count_step_failure
 
 NIGHTLY_SYNC = "nightly_sync"
 APPLY_WEBHOOK_EVENTS = "apply_webhook_events"
@@ -28,7 +28,7 @@ nightly_sync = dg.define_asset_job(
 )
 
 # Apply -> publish -> mark: the inbox is marked only after analytics.duckdb holds the changes. A failed
-# step counts against the run's events (pipelines/event_failures.py).
+# step counts against the run's events (pipelines/hooks.py).
 apply_webhook_events = dg.define_asset_job(
     APPLY_WEBHOOK_EVENTS,
     selection=dg.AssetSelection.assets(WEBHOOK_EVENTS_KEY, ["analytics"], APPLIED_KEY),

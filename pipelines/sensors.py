@@ -14,7 +14,7 @@ failure), is requested again under the next n. The cursor only records the last 
 
 Pending means ready: an event waiting after a failure (`retry_after`) or quarantined is not taken.
 `webhook_events_failure_sensor` counts a failed run of the job against its events, a crashed one
-included (pipelines/event_failures.py).
+included (pipelines/hooks.py).
 
 default_status RUNNING: with the receiver running, events reach analytics.duckdb within seconds
 as soon as `dagster dev` or the daemon runs; stop the sensor in the UI to apply them only with
@@ -30,10 +30,10 @@ import dagster as dg
 
 from assets.partitions import ORGS
 from assets.webhooks import APPLY_STEP, BATCH_LIMIT, event_ids_of, run_config
-from assets.webhooks.organizations import route_events, unknown_organization
-from pipelines.event_failures import count_failure
+from webhooks.organizations import route_events, unknown_organization
+from pipelines.hooks import count_failure
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS, apply_webhook_events
-from resources.inbox import InboxResource
+from resources.webhooks import InboxResource
 from resources.orgs import Org, OrgsResource
 
 BATCH_TAG = "commops/event_batch"

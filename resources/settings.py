@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from webhook_receiver.inbox import DEFAULT_MAX_ATTEMPTS
+from webhooks.inbox import DEFAULT_MAX_ATTEMPTS
 
 ENV_PREFIX = "COMMOPS_"
 BASE_URL_ENV = "COMMOPS_BASE_URL"

@@ -7,7 +7,7 @@ also takes an OS file lock and waits for it. Publishing is a separate, explicit 
 `analytics` asset, once per run): the closed warehouse file is copied to analytics.duckdb with
 an atomic rename, so analysts hold that copy open, never the file the sync writes.
 
-The catalog (assets/catalog.py) describes the tables; this module only needs the shape below.
+The catalog (sync/catalog.py) describes the tables; this module only needs the shape below.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class ChildSpec(Protocol):
 
 
 class TableSpec(Protocol):
-    """What the warehouse needs to know of a table (assets.catalog.ResourceSpec has it)."""
+    """What the warehouse needs to know of a table (sync.catalog.ResourceSpec has it)."""
 
     table: str
     key: str

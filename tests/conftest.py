@@ -13,7 +13,7 @@ import pytest
 
 from tests.postgres import PostgresServer, PostgresUnavailable, running_postgres
 from tests.s3 import S3Server, running_s3
-from webhook_receiver.inbox import inbox_path
+from webhooks.inbox import inbox_path
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ in one writer session (write). Every event of the batch is then settled:
 A quarantined event's row says `quarantined`, with its error. The inbox is updated after the
 warehouse commit, so an event the inbox sets aside always has its row. Failures of the batch as a
 whole (the API down after retries, the warehouse, the publish) raise: the job's failure hook counts
-them for every event of the run (pipelines/event_failures.py).
+them for every event of the run (pipelines/hooks.py).
 """
 
 
@@ -21,19 +21,19 @@ from collections.abc import Mapping
 import dagster as dg
 from pydantic import Field
 
-from assets.catalog import WEBHOOK_EVENTS
+from sync.catalog import WEBHOOK_EVENTS
 from assets.metadata import catalog_reference, column_schema, request_metadata
-from assets.webhooks.refetch import Fetched, fetch_current_state
-from assets.webhooks.routing import plan_batch
-from assets.webhooks.settle import event_rows, set_aside_rows, settle
-from assets.webhooks.write import unrecorded_quarantine, write
+from webhooks.refetch import Fetched, fetch_current_state
+from webhooks.routing import plan_batch
+from webhooks.settle import event_rows, set_aside_rows, settle
+from webhooks.write import unrecorded_quarantine, write
 from resources.api import CommopsApiResource
 from assets.partitions import ORGS, partition_org
-from assets.webhooks.organizations import route_events
-from resources.inbox import InboxResource
+from webhooks.organizations import route_events
+from resources.webhooks import InboxResource
 from resources.orgs import Org, OrgsResource
 from resources.warehouse import WarehouseResource
-from webhook_receiver.inbox import InboxEvent
+from webhooks.inbox import InboxEvent
 
 WEBHOOK_EVENTS_KEY = dg.AssetKey(["warehouse", "webhook_events"])
 APPLY_STEP = "warehouse__webhook_events"  # the op of the apply asset (run config: ops.<step>.config)

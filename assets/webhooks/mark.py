@@ -6,11 +6,11 @@ changes are committed and published; any failure before leaves it pending."""
 import dagster as dg
 
 from assets.analytics import ANALYTICS_KEY, read_published
-from assets.catalog import WEBHOOK_EVENTS
+from sync.catalog import WEBHOOK_EVENTS
 from assets.partitions import ORGS
-from assets.webhooks.reshape import APPLIED
+from webhooks.reshape import APPLIED
 from commops_spec.timestamps import format_timestamp
-from resources.inbox import InboxResource
+from resources.webhooks import InboxResource
 from resources.warehouse import WarehouseResource
 
 APPLIED_KEY = dg.AssetKey(["webhooks", "applied"])

@@ -12,7 +12,7 @@ import requests
 from simple_salesforce import Salesforce, SalesforceLogin
 
 from resources.crm.salesforce import SalesforceResource
-from salesforce_standin import SalesforceStandIn
+from crm.salesforce_standin import SalesforceStandIn
 from tests.pipeline.conftest import start_service
 from tests.pipeline.sync_support import sync
 

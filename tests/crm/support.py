@@ -12,9 +12,9 @@ import dagster as dg
 import duckdb
 import pyarrow as pa
 
-from salesforce_standin.discrepancies import plant_discrepancies
-from pipelines.cli.crm_sandbox import Sandbox
-from pipelines.cli.reconcile import run_reconciliation
+from crm.salesforce_standin.discrepancies import plant_discrepancies
+from commops_cli.crm_sandbox import Sandbox
+from commops_cli.crm_run import run_reconciliation
 from resources.crm.mapping import ContactMapping, to_batch
 
 FIRST = ["Anna", "Ben", "Chloé", "David", "Eva", "Farid", "Grace", "Hiro", "Inès", "Jonas"]

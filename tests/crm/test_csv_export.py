@@ -96,7 +96,7 @@ def test_csv_crm_refuses_write_back(tmp_path):
 def _commops_reconcile(data_dir, export) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SALESFORCE_")}
     env.update(COMMOPS_CRM_CSV=str(export), COMMOPS_DATA_DIR=str(data_dir))
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", "reconcile"], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "commops_cli", "reconcile"], env=env, capture_output=True, text=True,
                           timeout=180)
 
 

@@ -8,7 +8,7 @@ import json
 import duckdb
 import pytest
 
-from assets.crm import features, normalize, probable
+from crm import features, normalize, probable
 
 PHONES = [
     ("+49 30 1234567", "DE"), ("030 1234567", "DE"), ("0049 30 1234567", "DE"), ("(617) 555-0123", "US"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from assets.crm import normalize
+from crm import normalize
 
 EMAILS = [("  Anna.Smith@Example.ORG ", "anna.smith@example.org"), ("STRASSE@x.de", "strasse@x.de"),
           ("straße@x.de", "strasse@x.de"), ("ＡＢＣ@x.de", "abc@x.de"), ("   ", None), (None, None)]

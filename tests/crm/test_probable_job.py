@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from salesforce_standin import SalesforceStandIn
-from salesforce_standin.discrepancies import PROBABLE_KINDS, plant_probable_matches
+from crm.salesforce_standin import SalesforceStandIn
+from crm.salesforce_standin.discrepancies import PROBABLE_KINDS, plant_probable_matches
 from tests.crm.conftest import PASSWORD, TOKEN, USERNAME
 from tests.crm.support import reconcile_against, rows
 
@@ -39,7 +39,7 @@ def org(data_dir: Path, tmp_path: Path) -> Iterator[tuple[dict[str, str], Salesf
 
 def commops(env: dict[str, str], data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SALESFORCE_") and k != "COMMOPS_CRM_CSV"}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env={**clean, **env, "COMMOPS_DATA_DIR": str(data_dir)},
+    return subprocess.run([sys.executable, "-m", "commops_cli", *args], env={**clean, **env, "COMMOPS_DATA_DIR": str(data_dir)},
                           capture_output=True, text=True, timeout=180)
 
 

@@ -8,8 +8,8 @@ import re
 import duckdb
 import pytest
 
-from assets.crm.reconcile import DEFAULT_RULES, FieldRule, reconcile
-from assets.crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES
+from crm.reconcile import DEFAULT_RULES, FieldRule, reconcile
+from crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES
 from tests.crm.support import load, make_kols, planted
 
 
@@ -151,7 +151,7 @@ def test_runs_table_appends_and_result_is_replaced(reconciled):
 
 def test_sql_generator_plants_the_same_cases():
     """The benchmark's DuckDB generator: statuses come out as planted (sampled at 2,000 KOLs)."""
-    from salesforce_standin.discrepancies import generate_kols_sql, plant_discrepancies_sql
+    from crm.salesforce_standin.discrepancies import generate_kols_sql, plant_discrepancies_sql
 
     conn = duckdb.connect()
     generate_kols_sql(conn, "kols", 2000, seed=3)

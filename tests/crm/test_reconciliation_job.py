@@ -14,8 +14,8 @@ import dagster as dg
 import duckdb
 import pytest
 
-from pipelines.cli.crm_sandbox import Sandbox, start_sandbox
-from pipelines.cli.reconcile import ReconcileError, run_reconciliation
+from commops_cli.crm_sandbox import Sandbox, start_sandbox
+from commops_cli.crm_run import ReconcileError, run_reconciliation
 from tests.crm.support import crm_env, reconcile_against, rows
 from tests.processes import terminate
 
@@ -99,7 +99,7 @@ def test_reconcile_without_a_crm_or_with_a_wrong_password_fails_in_one_line(sand
         run_reconciliation(data_dir=data_dir, instance=dg.DagsterInstance.ephemeral())
 
     env = {**os.environ, **sandbox.env, "SALESFORCE_PASSWORD": "wrong-password", "COMMOPS_DATA_DIR": str(data_dir)}
-    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "reconcile"], env=env, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "commops_cli", "reconcile"], env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
@@ -140,7 +140,7 @@ def test_the_readme_way_crm_sandbox_then_reconcile_from_another_shell(synced, da
     """`commops crm sandbox` keeps a stand-in up and writes salesforce.env; `commops reconcile` with it exits 0."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SALESFORCE_") and k != "COMMOPS_CRM_CSV"}
     env["COMMOPS_DATA_DIR"] = str(data_dir)
-    sandbox = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "crm", "sandbox", "--port", "0"], env=env,
+    sandbox = subprocess.Popen([sys.executable, "-m", "commops_cli", "crm", "sandbox", "--port", "0"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         lines = []
@@ -155,7 +155,7 @@ def test_the_readme_way_crm_sandbox_then_reconcile_from_another_shell(synced, da
         password = dict(line.split("=", 1) for line in env_file.read_text().splitlines())["SALESFORCE_PASSWORD"]
         assert password not in output
         settings = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
-        result = subprocess.run([sys.executable, "-m", "pipelines.cli", "reconcile"], env={**env, **settings},
+        result = subprocess.run([sys.executable, "-m", "commops_cli", "reconcile"], env={**env, **settings},
                                 capture_output=True, text=True, timeout=180)
         assert result.returncode == 0, result.stderr
         assert "matched" in result.stdout and "Report:" in result.stdout

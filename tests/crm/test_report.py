@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets.crm.reconcile import DEFAULT_RULES, reconcile
-from assets.crm.writeback import plan_writeback
-from assets.crm.report import markdown_summary, write_reports
-from assets.crm.tables import RESULT_TABLE, STATUSES
+from crm.reconcile import DEFAULT_RULES, reconcile
+from crm.writeback import plan_writeback
+from crm.report import markdown_summary, write_reports
+from crm.tables import RESULT_TABLE, STATUSES
 from tests.crm import browser
 from tests.crm.support import load, planted
 

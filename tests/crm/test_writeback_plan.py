@@ -7,8 +7,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from assets.crm.reconcile import DEFAULT_RULES, reconcile
-from assets.crm.writeback import PLAN, apply_plan, dry_run, plan_writeback, record_audit
+from crm.reconcile import DEFAULT_RULES, reconcile
+from crm.writeback import PLAN, apply_plan, dry_run, plan_writeback, record_audit
 from resources.crm.salesforce import WriteResult
 from tests.crm.support import load, planted
 

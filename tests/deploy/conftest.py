@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from commops_spec.constants import EVENTS
-from pipelines.cli.daemon_process import REPO, running_process
+from commops_cli.daemon_process import REPO, running_process
 from pipelines.definitions import make_definitions
 from resources.settings import load_settings
 from tests.pipeline.conftest import RunningService, start_service
@@ -34,9 +34,9 @@ from tests.pipeline.webhook_stack import WEBHOOK_SETTINGS, Stack
 from tests.postgres import PostgresServer
 from tests.service.webhook_support import free_port
 from tests.waiting import wait_until
-from webhook_receiver.server import ReceiverServer
-from webhook_receiver.settings import ReceiverSettings
-from pipelines.cli.webhook_subscriptions import Subscriptions
+from webhooks.receiver.server import ReceiverServer
+from webhooks.receiver.settings import ReceiverSettings
+from webhooks.subscriptions import Subscriptions
 
 DEPLOY = REPO / "deploy"
 BIN = Path(sys.executable).parent
@@ -178,7 +178,7 @@ def wait_for_code_server(process: Any, log: Path) -> None:
 
 def seeded_ids(service: RunningService) -> dict[str, set[str]]:
     """Every id the service holds, per list resource (the plain pager of tests/pipeline/sync_support.py)."""
-    from assets.catalog import CATALOG
+    from sync.catalog import CATALOG
     from tests.pipeline.sync_support import api_items
 
     return {spec.table: set(api_items(service, spec)) for spec in CATALOG}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli.webhook_subscriptions import Subscriptions
+from webhooks.subscriptions import Subscriptions
 from tests.haproxy import HaproxyUnavailable, find_haproxy, running_haproxy
 from tests.pipeline.conftest import RunningService, start_service
 from tests.pipeline.sync_support import query
@@ -29,8 +29,8 @@ from tests.processes import terminate
 from tests.receiver.conftest import launch_receiver_process, wait_for_receiver
 from tests.service.webhook_support import free_port
 from tests.waiting import wait_until
-from webhook_receiver.inbox import INBOX_URL_ENV, Inbox
-from webhook_receiver.signatures import read_secrets_file
+from webhooks.inbox import INBOX_URL_ENV, Inbox
+from webhooks.signatures import read_secrets_file
 
 EVENTS = 150
 KILL_AFTER = 40  # events stored before the first receiver is killed

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import yaml
 
-from assets.catalog import CATALOG
+from sync.catalog import CATALOG
 from commops_spec.constants import EVENTS
-from pipelines.cli.webhook_subscriptions import Subscriptions
+from webhooks.subscriptions import Subscriptions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS, NIGHTLY_SYNC
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV
 from tests.deploy.conftest import TEST_OVERRIDES, deploy_config
@@ -39,8 +39,8 @@ from tests.receiver.conftest import wait_for_receiver
 from tests.s3 import S3Server
 from tests.service.webhook_support import free_port
 from tests.waiting import wait_until
-from webhook_receiver.inbox import INBOX_URL_ENV, Inbox
-from webhook_receiver.signatures import read_secrets_file
+from webhooks.inbox import INBOX_URL_ENV, Inbox
+from webhooks.signatures import read_secrets_file
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from assets.catalog import KOLS
+from sync.catalog import KOLS
 from tests.pipeline.churn import Change, Churn, assert_guarantee
 from tests.pipeline.conftest import start_service
 from tests.pipeline.sync_support import sync, table_rows

@@ -15,8 +15,8 @@ import duckdb
 import httpx
 import pyarrow as pa
 
-from assets.catalog import CATALOG, ResourceSpec
-from assets.schemas import EXTRA_COLUMN, FETCHED_AT
+from sync.catalog import CATALOG, ResourceSpec
+from sync.schemas import EXTRA_COLUMN, FETCHED_AT
 from commops_spec.timestamps import parse_timestamp
 from resources.settings import API_KEY_ENV
 
@@ -174,7 +174,7 @@ def sync(service: Any, data_dir: Path, **kwargs: Any):
     """run_sync against a test service (today's snapshot), on an ephemeral Dagster instance, no rich display."""
     import dagster as dg
 
-    from pipelines.cli.sync import run_sync
+    from commops_cli.sync_run import run_sync
 
     kwargs.setdefault("progress", False)
     kwargs.setdefault("enrich_details_limit", 0)

@@ -16,9 +16,9 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from assets.catalog import KOLS
-from assets.records import RecordConverter
-from assets.schemas import EXTRA_COLUMN
+from sync.catalog import KOLS
+from sync.records import RecordConverter
+from sync.schemas import EXTRA_COLUMN
 
 from .test_api_client_support import add_kols, client_for
 

@@ -10,8 +10,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from assets.catalog import KOLS
-from assets.records import RecordConverter
+from sync.catalog import KOLS
+from sync.records import RecordConverter
 from resources.changed_rows import changes_of, snapshot_id_of
 from resources.digest import content_fields
 from resources.lake import StagedSnapshot

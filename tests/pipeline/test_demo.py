@@ -16,7 +16,7 @@ from http_serving.sockets import free_port
 from tests.processes import assert_stops_on_sigterm
 from tests.waiting import wait_until
 
-DEMO = [sys.executable, "-m", "pipelines.cli", "demo", "--kols", "120"]
+DEMO = [sys.executable, "-m", "commops_cli", "demo", "--kols", "120"]
 
 
 def _demo(data_dir) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.snapshot_date import today
-from pipelines.cli.sync import SyncError
+from commops_cli.sync_run import SyncError
 from resources.lake import LakeResource
 from resources.lake_s3 import MANIFEST, STALE_AFTER, S3Lake
 from tests.pipeline.sync_support import query, sync, warehouse_state
@@ -101,7 +101,7 @@ def test_a_sync_killed_mid_publish_leaves_no_partial_snapshot_and_the_next_run_c
                                              "COMMOPS_API_KEY": service.api_key}
         log = tmp_path / "killed-sync.log"  # a file, not a pipe nobody reads while it runs
         with open(log, "w") as stderr:
-            killed = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "sync", "--data-dir", str(data_dir),
+            killed = subprocess.Popen([sys.executable, "-m", "commops_cli", "sync", "--data-dir", str(data_dir),
                                        "--no-progress", "--enrich-limit", "0"], cwd=REPO, env=env,
                                       stdout=subprocess.DEVNULL, stderr=stderr)
         try:

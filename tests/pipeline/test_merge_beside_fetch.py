@@ -11,11 +11,11 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets.catalog import CATALOG, FETCH_ORDER
+from sync.catalog import CATALOG, FETCH_ORDER
 from assets.lake import SNAPSHOT_ASSETS
 from assets.snapshot_date import today
 from assets.warehouse import TABLE_ASSETS
-from pipelines.cli.in_process import failure_message
+from commops_cli.in_process import failure_message
 from pipelines.definitions import build_resources
 from resources.background_writer import NICENESS, BackgroundWriter
 from resources.settings import load_settings

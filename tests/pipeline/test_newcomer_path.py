@@ -14,7 +14,7 @@ import pytest
 from http_serving.sockets import free_port
 from tests.pipeline.sync_support import with_orgs
 from tests.waiting import wait_until
-from webhook_receiver.inbox import Inbox, inbox_path
+from webhooks.inbox import Inbox, inbox_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ def _commops(*args: str, env_overrides: dict[str, str] | None = None, timeout: f
              cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
     env.update(env_overrides or {}, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "commops_cli", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=cwd)
 
 
@@ -42,7 +42,7 @@ def _closed_port() -> int:
 
 
 def test_a_cli_sync_is_recorded_in_the_dagster_home_the_ui_opens(make_service, tmp_path):
-    from pipelines.cli.dagster_home import prepare_home
+    from commops_cli.dagster_home import prepare_home
     from resources.settings import load_settings
 
     service = make_service(kols=30, campaigns=2, products=2, signals=3)
@@ -77,7 +77,7 @@ def test_a_base_url_without_v1_is_refused_naming_the_fix(tmp_path):
 
 def test_under_dagster_dev_a_base_url_without_v1_fails_the_run_with_the_same_line(tmp_path, monkeypatch):
     """The code location reads COMMOPS_BASE_URL at run time (no CLI check before): the resource checks it."""
-    from pipelines.cli.in_process import failure_message
+    from commops_cli.in_process import failure_message
     from pipelines.definitions import defs
 
     monkeypatch.setenv("COMMOPS_BASE_URL", "http://127.0.0.1:9")
@@ -155,7 +155,7 @@ def _serve(args: list[str], env: dict[str, str], log: Path, health_url: str) -> 
 
     base = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
     with log.open("w") as out:
-        process = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args], env={**base, **env}, cwd=REPO,
+        process = subprocess.Popen([sys.executable, "-m", "commops_cli", *args], env={**base, **env}, cwd=REPO,
                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
 
     def up() -> bool:

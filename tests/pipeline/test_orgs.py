@@ -15,7 +15,7 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from assets.catalog import CATALOG, KOLS
+from sync.catalog import CATALOG, KOLS
 from assets.snapshot_date import today
 from tests.pipeline.sync_support import api_items, query, sync, table_rows
 from tests.pipeline.test_api_client_support import add_kols
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 def commops(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
     full = {**{k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_"))}, **env,
             "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=full, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "commops_cli", *args], env=full, capture_output=True, text=True,
                           timeout=timeout, cwd=REPO)
 
 
@@ -172,7 +172,7 @@ def test_an_organization_whose_key_is_revoked_mid_run_fails_alone_naming_its_key
 
 
 def test_webhook_events_land_in_their_organization_and_an_unknown_organizations_are_quarantined(two_orgs, make_receiver):
-    from pipelines.cli.events_command import run_apply
+    from commops_cli.events import run_apply
 
     services, data, env = two_orgs
     assert commops("sync", "--all", "--enrich-limit", "0", env=env).returncode == 0

@@ -9,9 +9,9 @@ import time
 import dagster as dg
 import pytest
 
-from assets.catalog import FETCH_ORDER
+from sync.catalog import FETCH_ORDER
 from assets.lake import SNAPSHOT_ASSETS
-from pipelines.cli.sync import SyncError, run_sync
+from commops_cli.sync_run import SyncError, run_sync
 from pipelines.definitions import build_resources
 from resources.commops_api._read_ahead import ReadAhead
 from resources.settings import load_settings

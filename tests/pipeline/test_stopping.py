@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _start(*args: str, data_dir: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
     env["COMMOPS_DATA_DIR"] = str(data_dir)
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args], env=env, cwd=REPO,
+    return subprocess.Popen([sys.executable, "-m", "commops_cli", *args], env=env, cwd=REPO,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

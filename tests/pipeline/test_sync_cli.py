@@ -13,7 +13,7 @@ def _commops_sync(tmp_path, env_overrides, *args):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
     env.update(env_overrides)
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "sync", "--data-dir", str(tmp_path / "data"), *args],
+        [sys.executable, "-m", "commops_cli", "sync", "--data-dir", str(tmp_path / "data"), *args],
         env=env, capture_output=True, text=True, timeout=120,
     )
 
@@ -69,7 +69,7 @@ def test_the_progress_display_shows_pages_per_walk_and_details(make_service, tmp
 
     from rich.console import Console
 
-    from pipelines.cli.progress_display import RichProgress
+    from commops_cli.progress_display import RichProgress
     from tests.pipeline.sync_support import sync
 
     service = make_service(kols=250, campaigns=2, products=2, signals=2)

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from assets.catalog import CATALOG, KOLS
-from assets.progress import ProgressReporter
-from assets.schemas import EXTRA_COLUMN
+from sync.catalog import CATALOG, KOLS
+from sync.progress import ProgressReporter
+from sync.schemas import EXTRA_COLUMN
 from tests.pipeline.conftest import RunningService, start_service
 from tests.pipeline.sync_support import api_items, assert_sent_fields_equal, sync, table_rows
 from tests.pipeline.test_api_client_support import add_kols, archive_kols

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from assets.catalog import CATALOG
+from sync.catalog import CATALOG
 from tests.pipeline.sync_support import query, sync
 
 

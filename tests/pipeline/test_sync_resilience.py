@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import duckdb
 
-from assets.catalog import CATALOG, KOLS
+from sync.catalog import CATALOG, KOLS
 from assets.snapshot_date import today
-from assets.progress import ProgressReporter
+from sync.progress import ProgressReporter
 from tests.pipeline.test_api_client_support import add_kols, archive_kols
 from tests.pipeline.sync_support import (
     api_items,
@@ -135,7 +135,7 @@ def test_a_sync_killed_mid_run_leaves_no_partial_snapshot_and_the_rerun_is_corre
     env = {**os.environ, "COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key}
     env.pop("DAGSTER_HOME", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "sync", "--data-dir", str(data_dir), "--no-progress"],
+        [sys.executable, "-m", "commops_cli", "sync", "--data-dir", str(data_dir), "--no-progress"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:

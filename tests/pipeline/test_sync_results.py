@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from assets.catalog import CATALOG, KOL_DETAILS
+from sync.catalog import CATALOG, KOL_DETAILS
 from resources.digest import DIGEST_FIELD
 from resources.warehouse import row_digest
 from tests.pipeline.sync_support import (

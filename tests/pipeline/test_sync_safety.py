@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _commops(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "commops_cli", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=REPO)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from assets.catalog import CATALOG, KOLS
+from sync.catalog import CATALOG, KOLS
 from tests.pipeline.churn import Churn, assert_guarantee
 from tests.pipeline.sync_support import assert_sent_fields_equal, sync, table_rows
 from tests.pipeline.test_api_client_support import add_kols, archive_kols

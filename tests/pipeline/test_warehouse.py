@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from assets.catalog import PRODUCTS, SIGNALS
-from assets.records import RecordConverter
+from sync.catalog import PRODUCTS, SIGNALS
+from sync.records import RecordConverter
 from resources.digest import content_fields
 from resources.lake import StagedSnapshot
 from resources.sql import read_parquet
@@ -167,7 +167,7 @@ def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_s
         if key.path[0] == "crm":
             continue  # hand-written assets: their own source is the reference
         (reference,) = metadata["dagster/code_references"].code_references
-        assert reference.file_path.endswith("assets/catalog.py") and reference.line_number
+        assert reference.file_path.endswith("sync/catalog.py") and reference.line_number
     schedule = defs.resolve_schedule_def("nightly_sync_schedule")
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
@@ -226,7 +226,7 @@ def test_assets_materialize_on_their_own_with_dg_materialize(make_service, tmp_p
 
 
 def test_kol_merges_compare_updated_at_first_and_the_receipt_time_on_a_tie():
-    from assets.catalog import KOLS
+    from sync.catalog import KOLS
 
     def kol(kol_id, name, updated_at, fetched_at):
         return {"id": kol_id, "full_name": name, "specialties": ["cardiology"], "tier": "tier_3", "is_archived": False,
@@ -254,7 +254,7 @@ def _kol(kol_id: str, name: str, updated_at: str | None, fetched_at: str) -> dic
 
 
 def test_one_newer_wins_rule_within_a_batch_and_against_the_table():
-    from assets.catalog import KOLS
+    from sync.catalog import KOLS
 
     dated = _kol("kol_a", "Dated, fetched first", "2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z")
     undated = _kol("kol_a", "Undated, fetched later", None, "2026-05-03T00:00:00Z")
@@ -274,7 +274,7 @@ def test_one_newer_wins_rule_within_a_batch_and_against_the_table():
 
 
 def test_a_newer_dated_row_in_a_batch_beats_an_older_one_whatever_the_fetch_order():
-    from assets.catalog import KOLS
+    from sync.catalog import KOLS
 
     newer = _kol("kol_b", "Updated later, fetched first", "2026-05-05T00:00:00Z", "2026-05-06T00:00:00Z")
     older = _kol("kol_b", "Updated earlier, fetched later", "2026-05-04T00:00:00Z", "2026-05-07T00:00:00Z")
@@ -288,7 +288,7 @@ def test_a_newer_dated_row_in_a_batch_beats_an_older_one_whatever_the_fetch_orde
 def test_an_id_twice_in_a_later_load_keeps_the_newest_of_the_two_against_the_table(kind, tmp_path):
     """A later load compares before it counts ids: an id twice in it (known to the table, or new) must still
     come down to the newest of the two, measured against the table as a single row would be."""
-    from assets.catalog import KOLS
+    from sync.catalog import KOLS
 
     conn = duckdb.connect()
     session = WarehouseSession(conn)
@@ -337,7 +337,7 @@ def _source(conn, name: str, records: list[dict], spec, kind: str, tmp_path) -> 
 
 @pytest.mark.parametrize("kind", ["arrow", "lake"])
 def test_a_second_night_rewrites_only_changed_rows_and_leaves_the_tables_the_old_path_left(kind, tmp_path):
-    from assets.catalog import KOLS
+    from sync.catalog import KOLS
 
     first = [_kol(f"kol_{i:04d}", f"Dr {i}", "2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z") for i in range(300)]
     second = [dict(row, _fetched_at="2026-05-03T00:00:00Z") for row in first]  # the next night: fetched again

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pipelines.cli.daemon_process import running_daemon
+from commops_cli.daemon_process import running_daemon
 from tests.pipeline.sync_support import query
 from tests.pipeline.webhook_stack import Stack, new_kol, stack  # noqa: F401 (fixture)
 from tests.receiver.conftest import wait_until

@@ -18,11 +18,11 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from pipelines.cli.commops import main
+from commops_cli.commops import main
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from pipelines.sensors import run_config, webhook_events_failure_sensor
-from resources.inbox import InboxResource
+from resources.webhooks import InboxResource
 from resources.settings import load_settings
 from tests.conftest import InboxStore
 from tests.pipeline.sync_support import api_key_in_env, query, with_orgs
@@ -30,11 +30,11 @@ from tests.pipeline.webhook_stack import Stack, new_kol, stack  # noqa: F401 (fi
 from tests.receiver.conftest import SECRET, post_signed
 from tests.spec_server import SpecServer
 from tests.waiting import wait_until
-from webhook_receiver.envelope import Envelope
-from webhook_receiver.inbox import INBOX_URL_ENV, Inbox
-from webhook_receiver.server import ReceiverServer
-from webhook_receiver.settings import ReceiverSettings
-from webhook_receiver.signatures import read_secrets_file
+from webhooks.receiver.envelope import Envelope
+from webhooks.inbox import INBOX_URL_ENV, Inbox
+from webhooks.receiver.server import ReceiverServer
+from webhooks.receiver.settings import ReceiverSettings
+from webhooks.signatures import read_secrets_file
 
 ROOT = Path(__file__).resolve().parents[2]
 UNREADABLE_CREATED_AT = "22/11/2026 10:00"  # what a receiver before the envelope check stored as it came

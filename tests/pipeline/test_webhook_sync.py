@@ -169,7 +169,7 @@ def test_a_nightly_load_of_an_older_snapshot_does_not_overwrite_a_fresher_webhoo
 def test_commops_events_apply_applies_every_pending_event_in_process(stack: Stack) -> None:
     from click.testing import CliRunner
 
-    from pipelines.cli.commops import main
+    from commops_cli.commops import main
 
     kol = stack.change(lambda conn, org: new_kol(conn, org, "Hal Price"))
     stack.wait_for_events(1)

@@ -15,20 +15,20 @@ import dagster as dg
 import pytest
 
 from commops_spec.constants import EVENTS
-from pipelines.cli.webhook_subscriptions import Subscriptions
+from webhooks.subscriptions import Subscriptions
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from assets.partitions import ORGS
 from pipelines.sensors import webhook_events_sensor
 from resources.orgs import DEFAULT_ORG, OrgsResource
-from resources.inbox import InboxResource
+from resources.webhooks import InboxResource
 from resources.settings import load_settings
 from tests.pipeline.sync_support import api_key_in_env, query, with_orgs
 from tests.receiver.conftest import wait_until
 from tests.service.webhook_support import free_port
-from webhook_receiver.inbox import Inbox
-from webhook_receiver.server import ReceiverServer
-from webhook_receiver.settings import ReceiverSettings
+from webhooks.inbox import Inbox
+from webhooks.receiver.server import ReceiverServer
+from webhooks.receiver.settings import ReceiverSettings
 
 WEBHOOK_SETTINGS = {
     "webhook_time_scale": 0.00002,  # retries 1.2 ms ... 1.7 s

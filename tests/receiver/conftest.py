@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
-from webhook_receiver.server import ReceiverServer
-from webhook_receiver.settings import ReceiverSettings
-from webhook_receiver.signatures import sign
+from webhooks.receiver.server import ReceiverServer
+from webhooks.receiver.settings import ReceiverSettings
+from webhooks.signatures import sign
 from tests.waiting import wait_until  # noqa: F401 (re-exported for the tests importing it from here)
 
 SECRET = "s1-" + "a" * 61
@@ -64,7 +64,7 @@ def launch_receiver_process(port: int, data_dir: Path, env: dict[str, str] | Non
     """start_receiver_process without the wait: several receivers start at once, then `wait_for_receiver`."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "COMMOPS_WEBHOOK_SECRETS": SECRET, **(env or {})}
     return subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "receiver", "run", "--host", "127.0.0.1", "--port", str(port),
+        [sys.executable, "-m", "commops_cli", "receiver", "run", "--host", "127.0.0.1", "--port", str(port),
          "--data-dir", str(data_dir)],
         env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )

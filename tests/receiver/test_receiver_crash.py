@@ -13,7 +13,7 @@ import httpx
 
 from tests.receiver.conftest import envelope, post_signed, start_receiver_process, wait_until
 from tests.service.webhook_support import free_port
-from webhook_receiver.inbox import Inbox
+from webhooks.inbox import Inbox
 
 CLIENTS = 4
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipelines.cli.webhook_subscriptions import Subscriptions
+from webhooks.subscriptions import Subscriptions
 from tests.receiver.conftest import wait_until
 from tests.service.webhook_support import webhook_service
-from webhook_receiver.inbox import Inbox
-from webhook_receiver.server import ReceiverServer
-from webhook_receiver.settings import ReceiverSettings
-from webhook_receiver.signatures import read_secrets_file
+from webhooks.inbox import Inbox
+from webhooks.receiver.server import ReceiverServer
+from webhooks.receiver.settings import ReceiverSettings
+from webhooks.signatures import read_secrets_file
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_the_service_delivers_every_event_once_through_a_secret_rotation(stack, 
     secrets_file = rx.settings.secrets_file
     inbox = Inbox(rx.settings.inbox_path)
     created: list[str] = []
-    with caplog.at_level(logging.WARNING, logger="webhook_receiver"), \
+    with caplog.at_level(logging.WARNING, logger="webhooks.receiver"), \
             Subscriptions(service.server.base_url, service.key) as subs, service.client() as api:
         old = subs.register(rx.url, ["kol.created", "kol.updated"], secrets_file)
         assert stat.S_IMODE(os.stat(secrets_file).st_mode) == 0o600
@@ -100,7 +100,7 @@ def test_the_service_delivers_every_event_once_through_a_secret_rotation(stack, 
 
 
 def test_commops_webhooks_commands_against_the_real_service(stack, monkeypatch) -> None:
-    from pipelines.cli.commops import main
+    from commops_cli.commops import main
 
     service, rx = stack
     data_dir = str(rx.settings.data_dir)
@@ -134,7 +134,7 @@ def test_commops_webhooks_commands_against_the_real_service(stack, monkeypatch) 
 
 
 def test_commops_webhooks_errors_are_one_line_and_name_the_cause(stack, monkeypatch) -> None:
-    from pipelines.cli.commops import main
+    from commops_cli.commops import main
     from service import admin
 
     service, rx = stack

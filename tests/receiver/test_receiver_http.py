@@ -14,9 +14,9 @@ import pytest
 from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
 from tests.python_clients import CLIENTS, post_with
 from tests.receiver.conftest import SECRET, body_of, envelope, post_signed, signed_headers, wait_until
-from webhook_receiver.inbox import Inbox
-from webhook_receiver.signatures import sign
-from webhook_receiver.secrets_file import forget_secret, store_secret
+from webhooks.inbox import Inbox
+from webhooks.signatures import sign
+from webhooks.secrets_file import forget_secret, store_secret
 
 
 def inbox_of(rx) -> Inbox:
@@ -271,7 +271,7 @@ def _port_in_use() -> socket.socket:
 def test_cli_reports_a_taken_port_in_one_line(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from pipelines.cli.commops import main
+    from commops_cli.commops import main
 
     taken = _port_in_use()
     try:
@@ -287,7 +287,7 @@ def test_cli_reports_a_taken_port_in_one_line(tmp_path: Path) -> None:
 def test_cli_reports_an_unwritable_data_dir_in_one_line(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from pipelines.cli.commops import main
+    from commops_cli.commops import main
 
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the data dir should be")

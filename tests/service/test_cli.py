@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from click.testing import CliRunner
 
-from pipelines.cli.commops import main
+from commops_cli.commops import main
 from service.server import ServiceServer
 from service.settings import ServiceSettings
 from tests.service.conftest import bearer

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def commops(*args: str, data_dir: Path, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("COMMOPS_")}
     env.update(PYTHONPATH=str(ROOT), COMMOPS_DATA_DIR=str(data_dir))
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", "service", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "commops_cli", "service", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 

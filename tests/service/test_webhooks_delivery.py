@@ -312,7 +312,7 @@ def test_the_deliver_command_runs_the_worker_alone_and_stops_cleanly_on_sigterm(
     emit(service_db, data={"id": "kol_queued_before_start"})
     env = {**os.environ, "COMMOPS_SERVICE_WEBHOOK_POLL_INTERVAL_SECONDS": "0.01",
            "COMMOPS_SERVICE_WEBHOOK_ALLOW_PRIVATE": "true"}  # the receiver listens on loopback
-    command = [sys.executable, "-c", "from pipelines.cli.commops import main; main()", "service", "deliver"]
+    command = [sys.executable, "-c", "from commops_cli.commops import main; main()", "service", "deliver"]
     worker = subprocess.Popen(
         [*command, "--db", str(service_db.path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )

@@ -1,0 +1,156 @@
+"""`run_reconciliation`: the crm_reconciliation job executed in-process, summarised; `run_review`: an
+admin's confirm or reject of a probable match (crm/review.py).
+
+Used by `commops reconcile` (and its confirm / reject) and `commops demo`. Reads the KOLs the last sync left in the
+warehouse and the CRM configured by SALESFORCE_* or COMMOPS_CRM_CSV; failures become one line
+(`ReconcileError`), a missing or invalid setting a `SettingsError` naming its variable.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from pydantic import ValidationError
+
+from crm import review, writeback
+from assets.crm import RECONCILIATION_KEY, WRITEBACK_KEY, WRITEBACK_OP
+from crm.tables import STATUSES
+from commops_cli.dagster_home import dagster_instance
+from pipelines.definitions import build_resources, make_definitions
+from pipelines.jobs import CRM_RECONCILIATION
+from commops_cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from resources.crm import NOT_CONFIGURED, CrmSettings, build_crm_resource
+from resources.settings import load_settings
+from resources.warehouse import WarehouseResource
+
+
+class ReconcileError(RuntimeError):
+    """The reconciliation failed; the message is one line saying why."""
+
+
+@dataclass
+class ReconciliationSummary:
+    run_id: str
+    source: str
+    kols: int
+    contacts: int
+    counts: dict[str, int]
+    report_html: Path
+    report_csv: Path
+    writeback: dict[str, Any] = field(default_factory=dict)
+    duration_seconds: float = 0.0
+    needs_review: int = 0
+    duplicate_sets: int = 0
+
+
+def _crm_resource():
+    """The configured CRM resource; a ReconcileError naming the variable when a setting is invalid or none is set."""
+    try:
+        crm = build_crm_resource(CrmSettings())
+    except ValidationError as error:
+        problem = error.errors()[0]
+        name = str(problem["loc"][0]).upper()
+        raise ReconcileError(f"{name}={os.environ.get(name)!r}: {problem['msg']}") from None
+    if crm is None:
+        raise ReconcileError(NOT_CONFIGURED)
+    return crm
+
+
+def run_reconciliation(
+    data_dir: str | os.PathLike[str] | None = None,
+    apply: bool = False,
+    instance: dg.DagsterInstance | None = None,
+) -> ReconciliationSummary:
+    """Extract the CRM's contacts, reconcile them with the warehouse's KOLs, write the reports and
+    plan the write-back (`apply=True` also performs it). The CRM comes from the environment."""
+    settings = load_settings(data_dir=data_dir)
+    crm = _crm_resource()
+    resources = build_resources(settings, crm=crm)
+    job = make_definitions(settings, resources).resolve_job_def(CRM_RECONCILIATION)
+    started = datetime.now()
+    with dagster_instance(settings) if instance is None else nullcontext(instance) as instance:
+        result = job.execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config={**QUIET_CONSOLE, "ops": {WRITEBACK_OP: {"config": {"apply": apply}}}},
+        )
+    if not result.success:
+        raise ReconcileError(failure_message(result))
+    summary = _summarise(result)
+    summary.duration_seconds = round((datetime.now() - started).total_seconds(), 2)
+    return summary
+
+
+def _summarise(result: dg.ExecuteInProcessResult) -> ReconciliationSummary:
+    metadata: dict[dg.AssetKey, dict[str, Any]] = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.materialization
+        entries = dict(materialization.metadata)
+        metadata[materialization.asset_key] = {key: metadata_value(entries, key) for key in entries}
+    recon = metadata[RECONCILIATION_KEY]
+    writeback = metadata.get(WRITEBACK_KEY, {})
+    return ReconciliationSummary(
+        run_id=result.run_id,
+        source=str(recon.get("source", "")),
+        kols=int(recon.get("kols", 0)),
+        contacts=int(recon.get("contacts", 0)),
+        counts={status: int(recon.get(status, 0)) for status in STATUSES},
+        report_html=Path(recon["report_html"]),
+        report_csv=Path(recon["report_csv"]),
+        writeback=writeback,
+        needs_review=int(recon.get("needs_review", 0)),
+        duplicate_sets=int(recon.get("duplicate_sets", 0)),
+    )
+
+
+@dataclass
+class ReviewOutcome:
+    action: str  # confirm or reject
+    kol_id: str
+    crm_id: str
+    done: bool  # False: nothing to do (already confirmed / rejected)
+    error: str | None = None
+
+
+def run_review(action: str, kol_id: str, crm_id: str, data_dir: str | os.PathLike[str] | None = None) -> ReviewOutcome:
+    """Confirm (the KOL id written to the contact's external-id field in Salesforce) or reject (remembered in
+    the data directory) a probable match, with its crm_writeback_audit row; analytics.duckdb republished."""
+    settings = load_settings(data_dir=data_dir)
+    warehouse = WarehouseResource(data_dir=str(settings.data_dir))
+    if not warehouse.path.exists():
+        raise ReconcileError(f"no warehouse in {settings.data_dir}: run `commops sync` and `commops reconcile` first")
+    crm = _crm_resource() if action == "confirm" else None
+    if crm is not None and not crm.writable:
+        raise ReconcileError(f"confirm writes the KOL id to the contact in Salesforce, and the CRM is {crm.source_name} "
+                             "(read-only): unset COMMOPS_CRM_CSV and set the SALESFORCE_* login")
+    try:
+        with warehouse.writer() as session:
+            if not session.exists(review.CONTACTS_TABLE):
+                raise review.ReviewError("no CRM contacts in the warehouse yet: run `commops reconcile` first")
+            old = review.check_pair(session.conn, kol_id, crm_id)
+        if action == "reject":
+            done = review.remember_rejection(settings.data_dir, kol_id, crm_id)
+            audit = review.audit_row("reject", "recorded", kol_id, crm_id) if done else None
+        elif old == kol_id:
+            done, audit = False, None
+        else:
+            # outside the writer lock (Salesforce may be slow) and outside a run: the EnvVar secrets resolved here
+            with crm.process_config_and_initialize_cm() as live:
+                audit = review.confirm(live, kol_id, crm_id, old)
+            done = True
+    except review.ReviewError as error:
+        raise ReconcileError(str(error)) from None
+    error = None
+    if audit is not None:
+        with warehouse.writer() as session:
+            writeback.record_audit(session.conn, audit)
+        warehouse.publish_analytics()
+        error = audit["error"][0].as_py()
+    return ReviewOutcome(action, kol_id, crm_id, done, error)
+

@@ -1,0 +1,193 @@
+"""`commops events apply`: the incremental job, in this process, until no event is ready (for shells
+and cron jobs without the Dagster daemon); `commops events status`: the inbox's counts and the events
+set aside; `commops events retry`: quarantined or failing events back to pending."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import click
+import dagster as dg
+
+from assets.partitions import ORGS
+from assets.webhooks import BATCH_LIMIT, run_config
+from webhooks.organizations import route_events, unknown_organization
+from commops_cli.command_checks import check_writable, fail
+from commops_cli.dagster_home import dagster_instance
+from commops_cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from pipelines.definitions import build_resources, make_definitions
+from pipelines.jobs import APPLY_WEBHOOK_EVENTS
+from resources.webhooks import InboxResource
+from resources.orgs import DEFAULT_ORG, OrgsResource
+from resources.settings import API_KEY_ENV, SettingsError, load_settings, require_api_key
+from webhooks.inbox import Inbox, InboxUnreachable
+
+LISTED = 100  # events listed per state by `status`
+
+
+class ApplyError(RuntimeError):
+    """`commops events apply` failed; the message is one line saying why (the events stay pending)."""
+
+
+@dataclass
+class ApplySummary:
+    runs: int = 0
+    events: int = 0  # applied
+    quarantined: list[str] = field(default_factory=list)
+    by_kind: Counter = field(default_factory=Counter)
+    rows_written: Counter = field(default_factory=Counter)
+    counts: dict[str, int] = field(default_factory=dict)  # the inbox's, at the end
+
+
+def run_apply(
+    base_url: str | None = None,
+    data_dir: str | None = None,
+    api_key_env: str = API_KEY_ENV,
+    limit: int = BATCH_LIMIT,
+    instance: dg.DagsterInstance | None = None,
+) -> ApplySummary:
+    """Run apply_webhook_events in-process, batch after batch and organization by organization (explicit
+    event ids, as the sensor gives them), until no event is ready; events of no registered organization
+    are quarantined; ApplyError when a run fails."""
+    settings = load_settings(base_url=base_url, data_dir=data_dir)
+    if settings.base_url:
+        settings = settings.model_copy(update={"base_url": settings.require_base_url()})
+    try:
+        check_writable(settings.data_dir)
+    except OSError as error:
+        raise ApplyError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
+    resources = build_resources(settings, api_key_env=api_key_env)
+    inbox: InboxResource = resources["inbox"]
+    orgs: OrgsResource = resources["orgs"]
+    job = make_definitions(settings, resources).resolve_job_def(APPLY_WEBHOOK_EVENTS)
+    summary = ApplySummary()
+    logging.getLogger("commops").setLevel(logging.INFO)
+    previous: list[str] = []
+    with dagster_instance(settings) if instance is None else nullcontext(instance) as dagster:
+        while True:
+            known = orgs.all()
+            with inbox.open() as box:
+                routed, unknown = route_events(box.pending(limit=limit * max(len(known), 1)), known)
+                for event in unknown:
+                    box.quarantine([event.id], unknown_organization(event))
+            summary.quarantined += [event.id for event in unknown]
+            batch = [event.id for events in routed.values() for event in events]
+            if not batch:
+                break
+            if batch == previous:  # each run settles its batch (applied, quarantined or waiting): never seen
+                raise ApplyError(f"{len(batch)} event(s) still pending after a run that succeeded, e.g. {batch[0]}")
+            previous = batch
+            for org, events in sorted(routed.items()):
+                if org == DEFAULT_ORG and not any(o.name == DEFAULT_ORG for o in orgs.registry.registered()):
+                    require_api_key(api_key_env)
+                if not dagster.has_dynamic_partition(ORGS.name, org):
+                    dagster.add_dynamic_partitions(ORGS.name, [org])
+                result = job.execute_in_process(
+                    run_config={**run_config([e.id for e in events][:limit]), **QUIET_CONSOLE},
+                    instance=dagster, partition_key=org, raise_on_error=False,
+                )
+                summary.runs += 1
+                if not result.success:
+                    raise ApplyError(f"{org}: {failure_message(result)}")
+                for event in result.get_asset_materialization_events():
+                    materialization = event.materialization
+                    if materialization.asset_key.path == ["warehouse", "webhook_events"]:
+                        metadata = dict(materialization.metadata)
+                        summary.events += metadata_value(metadata, "applied") or 0
+                        summary.quarantined += metadata_value(metadata, "quarantined_ids") or []
+                        summary.by_kind.update(metadata_value(metadata, "events_by_kind") or {})
+                        summary.rows_written.update(metadata_value(metadata, "rows_written") or {})
+    with inbox.open() as box:
+        summary.counts = box.counts()
+    return summary
+
+
+@click.group("events")
+def events() -> None:
+    """Webhook events in the inbox (COMMOPS_INBOX_URL, else $COMMOPS_DATA_DIR/inbox/webhooks.db): apply them, count them, retry them."""
+
+
+@events.command("apply")
+@click.option("--base-url", help="Service address including /v1 (default: $COMMOPS_BASE_URL).")
+@click.option("--api-key-env", default=API_KEY_ENV, show_default=True, help="Environment variable holding the API key.")
+@click.option("--data-dir", help="Data directory of the inbox and the warehouse (default: $COMMOPS_DATA_DIR or ./data).")
+@click.option("--batch", "limit", type=click.IntRange(min=1), default=BATCH_LIMIT, show_default=True, help="Events per run.")
+def apply(base_url, api_key_env, data_dir, limit) -> None:
+    """Apply every pending event now, in this process (the job the sensor runs), then publish analytics.duckdb."""
+    try:
+        summary = run_apply(base_url=base_url, data_dir=data_dir, api_key_env=api_key_env, limit=limit)
+    except (SettingsError, ApplyError, InboxUnreachable) as error:
+        fail("events apply", f"{error} (the events stay pending)")
+    kinds = ", ".join(f"{name} {n}" for name, n in sorted(summary.by_kind.items())) or "none"
+    tables = ", ".join(f"{name} {n}" for name, n in sorted(summary.rows_written.items())) or "none"
+    counts = summary.counts
+    click.echo(
+        f"commops events apply: {summary.events} event(s) applied in {summary.runs} run(s); {counts['pending']} pending "
+        f"({counts['backing_off']} waiting to be retried), {counts['quarantined']} quarantined"
+    )
+    click.echo(f"  by kind:      {kinds}")
+    click.echo(f"  rows written: {tables}")
+    if summary.quarantined:
+        click.echo(f"  quarantined now: {', '.join(summary.quarantined)} (see commops events status)")
+
+
+def _inbox(command: str, data_dir: str | None) -> Inbox:
+    """The inbox the pipeline uses (COMMOPS_INBOX_URL, else the data directory's file), opened."""
+    try:
+        settings = load_settings(data_dir=data_dir)
+        return InboxResource(data_dir=str(settings.data_dir), max_attempts=settings.events_max_attempts).open()
+    except (SettingsError, InboxUnreachable) as error:
+        fail(command, str(error))
+
+
+@events.command("status")
+@click.option("--data-dir", help="Data directory of the inbox (default: $COMMOPS_DATA_DIR or ./data).")
+def status(data_dir) -> None:
+    """The inbox's counts, then the quarantined and the failing events (id, name, attempts, error), one line each."""
+    with _inbox("events status", data_dir) as box:
+        counts = box.counts()
+        quarantined = box.quarantined(limit=LISTED)
+        failing = box.failing(limit=LISTED)
+    click.echo(
+        f"inbox {box.where}: total {counts['total']}, pending {counts['pending']} "
+        f"(failing {counts['failing']}, backing off {counts['backing_off']}, held by a run {counts['claimed']}), applied {counts['applied']}, "
+        f"quarantined {counts['quarantined']}, unknown event names {counts['unknown_event']}"
+    )
+    for event in quarantined:
+        click.echo(f"  quarantined {event.id} {event.event}: {event.attempts} attempt(s), error: {event.last_error}")
+    if counts["quarantined"] > len(quarantined):
+        click.echo(f"  ... and {counts['quarantined'] - len(quarantined)} more quarantined")
+    for event in failing:
+        when = f"next attempt after {event.retry_after}" if event.retry_after else "ready"
+        click.echo(f"  failing {event.id} {event.event}: {event.attempts} attempt(s), {when}, last error: {event.last_error}")
+    if counts["failing"] > len(failing):
+        click.echo(f"  ... and {counts['failing'] - len(failing)} more failing")
+    if counts["quarantined"]:
+        click.echo("Put them back with: commops events retry ID [ID ...] or commops events retry --all")
+
+
+@events.command("retry")
+@click.argument("event_ids", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Every quarantined or failing event.")
+@click.option("--data-dir", help="Data directory of the inbox (default: $COMMOPS_DATA_DIR or ./data).")
+def retry(event_ids, every, data_dir) -> None:
+    """Put quarantined (or failing) events back to pending now: attempts reset, their last error kept.
+    The sensor, or `commops events apply`, then applies them."""
+    if bool(event_ids) == every:
+        fail("events retry", "name event ids or give --all (not both)", 2)
+    with _inbox("events retry", data_dir) as box:
+        if every:
+            back = box.retry()
+        else:
+            known = {event.id: event for event in box.get(event_ids)}
+            unknown = [event_id for event_id in event_ids if event_id not in known]
+            if unknown:
+                fail("events retry", f"no event {', '.join(unknown)} in the inbox {box.where}")
+            applied = [event_id for event_id in event_ids if known[event_id].applied_at is not None]
+            if applied:
+                fail("events retry", f"{', '.join(applied)} already applied: nothing to retry")
+            back = box.retry(event_ids)
+    click.echo(f"commops events retry: {len(back)} event(s) back to pending" + (f": {', '.join(back)}" if back else ""))

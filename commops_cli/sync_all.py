@@ -1,0 +1,94 @@
+"""`commops sync --all`: every organization, each synced by its own `commops sync --org NAME` process,
+at most `max_parallel` at once. Each has its own API client and rate budget and fails alone: the
+others land. One line per organization as it ends, then a table; exit 0 when all landed, 1 when one
+failed, 2 when only data-quality checks failed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from commops_cli.command_checks import fail
+from resources.orgs import OrgRegistry
+from resources.settings import SettingsError, load_settings
+
+
+@dataclass
+class OrgOutcome:
+    org: str
+    exit_code: int
+    seconds: float
+    line: str  # the child's last stderr line (its one-line error), or its summary
+    record: dict | None
+
+
+def sync_all(max_parallel: int, *, snapshot_date: str | None, base_url: str | None, api_key_env: str,
+             data_dir: str | None, enrich_limit: int | None, summary_json: str | None = None) -> int:
+    try:
+        settings = load_settings(base_url=base_url, data_dir=data_dir)
+        environment = dict(os.environ, **({"COMMOPS_BASE_URL": base_url} if base_url else {}))
+        orgs = [org.name for org in OrgRegistry(settings.data_dir).all(environment)]
+    except SettingsError as error:
+        fail("sync --all", str(error))
+    if not orgs:
+        fail("sync --all", "no organization to sync: commops orgs add NAME --base-url ... --api-key-env ..., "
+                           "or set COMMOPS_BASE_URL for the default one")
+    click.echo(f"commops sync --all: {len(orgs)} organization(s), {min(max_parallel, len(orgs))} at a time: {', '.join(orgs)}")
+    options = ["--data-dir", str(settings.data_dir), "--api-key-env", api_key_env]
+    options += ["--date", snapshot_date] if snapshot_date else []
+    options += ["--base-url", base_url] if base_url else []
+    options += ["--enrich-limit", str(enrich_limit)] if enrich_limit is not None else []
+    with tempfile.TemporaryDirectory(prefix="commops-sync-all-") as scratch, \
+            ThreadPoolExecutor(max_workers=max_parallel) as pool:
+        outcomes = list(pool.map(lambda org: _sync_one(org, options, Path(scratch)), orgs))
+    _print_table(outcomes)
+    if summary_json:
+        Path(summary_json).write_text(json.dumps([o.record or {"org": o.org, "error": o.line} for o in outcomes]))
+    failed = [o for o in outcomes if o.exit_code not in (0, 2)]
+    if failed:
+        click.echo(f"commops sync --all: {len(failed)} of {len(outcomes)} organization(s) failed: "
+                   + ", ".join(o.org for o in failed), err=True)
+        return 1
+    return 2 if any(o.exit_code == 2 for o in outcomes) else 0
+
+
+def _sync_one(org: str, options: list[str], scratch: Path) -> OrgOutcome:
+    record_path = scratch / f"{org}.json"
+    command = [sys.executable, "-m", "commops_cli", "sync", "--org", org, "--no-progress",
+               "--summary-json", str(record_path), *options]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    record = json.loads(record_path.read_text()) if record_path.exists() else None
+    errors = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    if done.returncode == 0:
+        line = "ok"
+    else:
+        line = errors[-1] if errors else f"exit {done.returncode}"
+    click.echo(f"  {org}: {'landed' if done.returncode == 0 else 'FAILED'} in {seconds:.1f}s"
+               + ("" if done.returncode == 0 else f": {line}"))
+    return OrgOutcome(org, done.returncode, seconds, line, record)
+
+
+def _print_table(outcomes: list[OrgOutcome]) -> None:
+    table = Table(title="commops sync --all")
+    for column in ("organization", "result", "KOLs", "campaigns", "products", "signals", "seconds", "peak RSS MB"):
+        table.add_column(column, justify="left" if column in ("organization", "result") else "right")
+    for o in outcomes:
+        rows = (o.record or {}).get("rows", {})
+        result = {0: "landed", 2: "landed, checks failed"}.get(o.exit_code, o.line)
+        table.add_row(o.org, result, *(f"{rows[f'warehouse/{t}']:,}" if rows.get(f"warehouse/{t}") is not None else "-"
+                                       for t in ("kols", "campaigns", "products", "signals")), f"{o.seconds:.1f}",
+                      f"{o.record['peak_rss_mb']:.0f}" if o.record else "-")
+    Console(width=None if sys.stdout.isatty() else 200).print(table)

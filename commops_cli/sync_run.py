@@ -1,0 +1,235 @@
+"""`run_sync`: the nightly_sync job executed in-process for one snapshot date, summarised.
+
+Used by `commops sync` (and `commops demo`). Failures become a `SyncError` with one clear
+line (the API client's message for 401/403); a missing or invalid setting a `SettingsError`
+naming its variable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from assets import snapshot_date as dates
+from assets.partitions import ORGS
+from sync.progress import ProgressReporter
+from commops_cli.command_checks import check_writable
+from resources.files import LockHeld, holding_lock
+from commops_cli.dagster_home import dagster_instance
+from pipelines.definitions import build_resources, make_definitions
+from commops_cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from pipelines.jobs import NIGHTLY_SYNC
+from resources.lake import LAKE_DIR
+from resources.orgs import DEFAULT_ORG, OrgRegistry
+from resources.settings import API_KEY_ENV, TIMEZONE_ENV, Settings, load_settings, require_api_key
+from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE
+
+KOL_DETAILS_OP = "warehouse__kol_details"
+
+
+class _StderrHandler(logging.Handler):
+    """One plain line per message on the current sys.stderr (which a live progress display wraps)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr)
+
+
+class SyncError(RuntimeError):
+    """The sync failed; the message is one line saying why."""
+
+
+@dataclass
+class AssetSummary:
+    asset: str
+    rows: int | None = None
+    requests: int | None = None
+    rate_limited: int | None = None
+    retries: int | None = None
+    throttled_seconds: float | None = None
+    duration_seconds: float | None = None
+    note: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)  # every metadata entry, as plain values
+
+
+@dataclass
+class SyncSummary:
+    snapshot_date: str
+    data_dir: Path
+    run_id: str
+    org: str = DEFAULT_ORG
+    assets: list[AssetSummary] = field(default_factory=list)
+    failed_checks: list[str] = field(default_factory=list)
+    duration_seconds: float = 0.0
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.data_dir / WAREHOUSE_FILE
+
+    @property
+    def analytics_path(self) -> Path:
+        return self.data_dir / ANALYTICS_FILE
+
+    @property
+    def lake_path(self) -> Path:
+        return self.data_dir / LAKE_DIR
+
+    def asset(self, name: str) -> AssetSummary:
+        return next(a for a in self.assets if a.asset == name)
+
+
+def check_snapshot_date(requested: str | None) -> None:
+    """A snapshot is dated the day it is read: only today's date (COMMOPS_TIMEZONE) may be asked for."""
+    if requested is None:
+        return
+    today = dates.today()
+    if requested == today:
+        return
+    try:
+        datetime.strptime(requested, "%Y-%m-%d")
+    except ValueError:
+        raise SyncError(f"--date {requested}: not a date (YYYY-MM-DD)") from None
+    raise SyncError(
+        f"--date {requested}: the API serves only its current data, so a snapshot can only be dated today "
+        f"({today}, {TIMEZONE_ENV}={load_settings().timezone}); earlier days are in the lake's "
+        "snapshot_date=... folders and the *_history views"
+    )
+
+
+def run_sync(
+    snapshot_date: str | None = None,
+    base_url: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    progress: bool | ProgressReporter = True,
+    enrich_details_limit: int | None = None,
+    instance: dg.DagsterInstance | None = None,
+    max_concurrency: int = 4,
+    api_key_env: str = API_KEY_ENV,
+    org: str = DEFAULT_ORG,
+) -> SyncSummary:
+    """Run `nightly_sync` for one organization (its partition) in this process; its snapshot is dated
+    today (COMMOPS_TIMEZONE).
+
+    Every argument left None comes from the settings (the COMMOPS_* environment). `org` is a registered
+    organization, or `default`: the environment's COMMOPS_BASE_URL / `api_key_env` (`base_url` overrides
+    the address). `snapshot_date`, when given, must be today's date. API keys are read from their
+    environment variables by the API resource itself, so they never enter Dagster's storage. Without
+    `instance`, the run is recorded in the Dagster home the UI reads (`commops ui`)."""
+    settings = load_settings(base_url=base_url, data_dir=data_dir)
+    registered = OrgRegistry(settings.data_dir).registered()
+    own = next((o for o in registered if o.name == org), None)
+    if own is not None:
+        own.api_key()  # SettingsError naming its variable, before anything runs
+    elif org == DEFAULT_ORG:
+        settings = settings.model_copy(update={"base_url": settings.require_base_url()})
+        require_api_key(api_key_env)
+    else:
+        OrgRegistry(settings.data_dir).get(org)  # SettingsError: unknown organization, naming the known ones
+    check_snapshot_date(snapshot_date)
+    try:
+        check_writable(settings.data_dir)
+    except OSError as error:
+        raise SyncError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
+
+    if isinstance(progress, ProgressReporter):
+        reporter, display = progress, nullcontext()
+    elif progress:
+        from commops_cli.progress_display import RichProgress
+
+        reporter = display = RichProgress()
+    else:
+        reporter, display = ProgressReporter(), nullcontext()
+
+    resources = build_resources(settings, api_key_env=api_key_env, progress=reporter, max_concurrency=max_concurrency)
+    job = make_definitions(settings, resources).resolve_job_def(NIGHTLY_SYNC)
+    with one_sync_per_org(settings.data_dir, org), \
+            nullcontext(instance) if instance is not None else dagster_instance(settings) as instance:
+        if not instance.has_dynamic_partition(ORGS.name, org):
+            instance.add_dynamic_partitions(ORGS.name, [org])
+        summary = _execute(job, instance, settings, display, enrich_details_limit, org)
+    summary.org = org
+    return summary
+
+
+@contextmanager
+def one_sync_per_org(data_dir: Path, org: str) -> Iterator[None]:
+    """At most one in-process sync of an organization at a time (a deployment's run queue does the same
+    for queued runs, by partition); a second one fails at once, naming the process that holds it."""
+    try:
+        with holding_lock(Path(data_dir) / "locks" / f"sync-{org}.lock"):
+            yield
+    except LockHeld as held:
+        raise SyncError(f"a sync of {org} is already running ({held.holder}): "
+                        "one sync per organization at a time") from None
+
+
+def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Settings, display: Any,
+             enrich_details_limit: int | None, org: str) -> SyncSummary:
+    started = datetime.now()
+    # Dagster's console log is silenced (a failed step would print a traceback wall); the
+    # display, the summary and SyncError say what happened, the pipeline's own notices
+    # (e.g. waiting for the warehouse lock) print as plain lines.
+    handler = _StderrHandler(logging.INFO)
+    notices = logging.getLogger("commops")
+    notices.addHandler(handler)
+    notices.setLevel(logging.INFO)
+    try:
+        with display:
+            result = job.execute_in_process(
+                instance=instance,
+                partition_key=org,
+                raise_on_error=False,
+                run_config={
+                    # Only an explicit limit is run config; otherwise kol_details reads COMMOPS_ENRICH_DETAILS_LIMIT
+                    # itself, as it does in a scheduled run: one path for the setting.
+                    **({"ops": {KOL_DETAILS_OP: {"config": {"limit": enrich_details_limit}}}}
+                       if enrich_details_limit is not None else {}),
+                    **QUIET_CONSOLE,
+                },
+            )
+    finally:
+        notices.removeHandler(handler)
+    if not result.success:
+        raise SyncError(failure_message(result))
+    summary = _summarise(result, dates.run_snapshot_date(instance, result.run_id), settings.data_dir)
+    summary.duration_seconds = round((datetime.now() - started).total_seconds(), 2)
+    return summary
+
+
+def _summarise(result: dg.ExecuteInProcessResult, snapshot_date: str, data: Path) -> SyncSummary:
+    summary = SyncSummary(snapshot_date=snapshot_date, data_dir=data, run_id=result.run_id)
+    for event in result.get_asset_materialization_events():
+        materialization = event.materialization
+        metadata = dict(materialization.metadata)
+        note = ""
+        if metadata_value(metadata, "pending_remaining"):
+            note = f"{metadata_value(metadata, 'details_fetched')} fetched, {metadata_value(metadata, 'pending_remaining')} pending for next runs"
+        elif metadata_value(metadata, "details_fetched") is not None:
+            note = f"{metadata_value(metadata, 'details_fetched')} fetched"
+        elif metadata_value(metadata, "rows_in_flux"):
+            note = f"{metadata_value(metadata, 'rows_in_flux')} in flux (created or archived while paging)"
+        summary.assets.append(
+            AssetSummary(
+                asset=materialization.asset_key.to_user_string(),
+                rows=metadata_value(metadata, "dagster/row_count"),
+                requests=metadata_value(metadata, "requests"),
+                rate_limited=metadata_value(metadata, "rate_limited_429s"),
+                retries=metadata_value(metadata, "retries"),
+                throttled_seconds=metadata_value(metadata, "throttled_seconds"),
+                duration_seconds=metadata_value(metadata, "duration_seconds"),
+                note=note,
+                metadata={key: metadata_value(metadata, key) for key in metadata},
+            )
+        )
+    for evaluation in result.get_asset_check_evaluations():
+        if not evaluation.passed:
+            summary.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
+    return summary

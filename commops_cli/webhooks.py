@@ -1,0 +1,139 @@
+"""`commops webhooks register|list|update|delete|test|rotate`: the service's webhook subscriptions,
+managed with the pipeline's COMMOPS_BASE_URL and COMMOPS_API_KEY; each new secret goes to the
+secrets file the receiver reads ($COMMOPS_DATA_DIR/webhook-secrets.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from commops_spec.constants import EVENTS
+from webhooks.receiver.settings import load_receiver_settings
+
+
+def _secrets_file(data_dir: str | None) -> Path:
+    try:
+        return load_receiver_settings(data_dir).secrets_file
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+_data_dir_option = click.option("--data-dir", help="Where the receiver's secrets file lives (default: $COMMOPS_DATA_DIR or ./data).")
+
+
+def _events(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if value.strip() == "all":
+        return list(EVENTS)
+    unknown = [name for name in names if name not in EVENTS]
+    if unknown or not names:
+        raise click.BadParameter(f"unknown event names {', '.join(unknown) or '(none given)'}; "
+                                 f"known: all, {', '.join(EVENTS)}", param_hint="--events")
+    return names
+
+
+def _api():
+    from webhooks.subscriptions import SubscriptionError, Subscriptions
+
+    try:
+        return Subscriptions.from_env()
+    except SubscriptionError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _calling(fn):
+    """Run fn(api), turning SubscriptionError into a one-line click error."""
+    from webhooks.subscriptions import SubscriptionError
+    from webhooks.signatures import SecretsFileError
+
+    with _api() as api:
+        try:
+            return fn(api)
+        except (SubscriptionError, SecretsFileError) as exc:
+            raise click.ClickException(str(exc)) from None
+        except OSError as exc:
+            raise click.ClickException(f"{exc.filename or 'secrets file'}: {exc.strerror}") from None
+
+
+@click.group()
+def webhooks() -> None:
+    """Subscriptions of the service's webhooks (COMMOPS_BASE_URL, COMMOPS_API_KEY with webhooks:write)."""
+
+
+@webhooks.command("register")
+@click.argument("url")
+@click.option("--events", default="all", show_default=True, help="Comma-separated event names, or all.")
+@_data_dir_option
+def register(url: str, events: str, data_dir: str | None) -> None:
+    """Register URL (the receiver's public https://.../webhooks/commops) with a new secret."""
+    secrets_file = _secrets_file(data_dir)
+    created = _calling(lambda api: api.register(url, _events(events), secrets_file))
+    click.echo(f"Registered {created['id']} -> {created['url']} ({len(created['events'])} events)")
+    click.echo(f"Its secret is in {secrets_file} (mode 0600); the receiver picks it up without a restart.")
+    click.echo(created["id"])
+
+
+@webhooks.command("list")
+def list_() -> None:
+    """The organization's webhooks."""
+    found = _calling(lambda api: api.list())
+    if not found:
+        click.echo("No webhooks.")
+    for w in found:
+        state = ("enabled" if w["enabled"] else "disabled") + ("" if w["status"] == "active" else f", {w['status']}")
+        click.echo(f"{w['id']}  {w['url']}  [{state}]  {','.join(w['events']) if len(w['events']) < len(EVENTS) else 'all events'}")
+
+
+@webhooks.command("update")
+@click.argument("webhook_id")
+@click.option("--events", help="New comma-separated event names, or all.")
+@click.option("--enable/--disable", "enabled", default=None, help="Hold (disable) or resume (enable) deliveries.")
+def update(webhook_id: str, events: str | None, enabled: bool | None) -> None:
+    """Change a webhook's events or enabled flag (the URL and secret cannot change: see rotate)."""
+    updated = _calling(lambda api: api.update(webhook_id, _events(events), enabled))
+    click.echo(f"Updated {updated['id']}: {'enabled' if updated['enabled'] else 'disabled'}, "
+               f"{len(updated['events'])} events")
+
+
+_grace_option = click.option("--grace", default=300.0, show_default=True,
+                             help="Seconds the deleted webhook's secret stays accepted (attempts in flight); 0: none.")
+
+
+@webhooks.command("delete")
+@click.argument("webhook_id")
+@_grace_option
+@_data_dir_option
+def delete(webhook_id: str, grace: float, data_dir: str | None) -> None:
+    """Delete a webhook (its queued deliveries are cancelled), then retire its secret."""
+    secrets_file = _secrets_file(data_dir)
+    _calling(lambda api: api.delete(webhook_id, secrets_file, grace))
+    when = f"in {grace:.0f} s" if grace > 0 else "now"
+    click.echo(f"Deleted {webhook_id}; its secret leaves {secrets_file} {when}")
+
+
+@webhooks.command("test")
+@click.argument("webhook_id")
+@click.option("--event", default="kol.created", show_default=True, type=click.Choice(EVENTS))
+def test(webhook_id: str, event: str) -> None:
+    """Have the service send a sample event now; prints the receiver's answer."""
+    outcome = _calling(lambda api: api.test(webhook_id, event))
+    answer = outcome["status_code"] if outcome["status_code"] is not None else outcome["error"]
+    click.echo(f"{event} {outcome['event_id']}: {answer} in {outcome['latency_ms']:.0f} ms")
+    if not outcome["success"]:
+        raise click.ClickException(f"the receiver did not acknowledge: {answer} {outcome.get('response_excerpt') or ''}".strip())
+
+
+@webhooks.command("rotate")
+@click.argument("webhook_id")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for the old webhook's backlog.")
+@_grace_option
+@_data_dir_option
+def rotate(webhook_id: str, timeout: float, grace: float, data_dir: str | None) -> None:
+    """New secret: register a twin webhook, wait for the old one's backlog, delete the old one."""
+    secrets_file = _secrets_file(data_dir)
+    new = _calling(lambda api: api.rotate(webhook_id, secrets_file, timeout=timeout, grace_seconds=grace))
+    click.echo(f"Rotated: {new['id']} replaces {webhook_id}; the new secret is in {secrets_file}")
+    click.echo(new["id"])

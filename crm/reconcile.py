@@ -1,0 +1,322 @@
+"""Reconcile non-archived KOLs against CRM contacts by normalized email, all set work in DuckDB.
+
+Every contact ends on exactly one row, every KOL is counted on exactly one row (kol_primary).
+A contact's status, by precedence (the first that applies):
+
+1. id_conflict: its external id (e.g. KOL_Id__c) names KOL B but its email points at another
+   KOL A (or at none);
+2. orphan_in_crm: its external id names no non-archived KOL (exclusive with 1: B exists or not);
+3. crm_only: its email matches no KOL (or it has no email);
+4. duplicate_in_crm: its email is shared with other contacts still unclassified, all pointing at one KOL;
+5. matched / conflict: the one contact of the KOL's email; conflict when a mapped field differs
+   after normalization (`differences`).
+
+A KOL is counted (kol_primary) on the row of the contact its email points at with the highest
+precedence (id_conflict, orphan_in_crm, duplicate_in_crm, then the pair; ties by crm_id), so its
+status is that row's status. A KOL no contact points at is no_email (no email; `candidates`
+ranks up to three crm_only contacts by name and institution, blocked on last name + first
+initial), duplicate_in_kols (another KOL with a smaller id has the same normalized email: the
+smallest id is the one matched) or missing_in_crm.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+import duckdb
+import pyarrow as pa
+
+from crm import duplicates, normalize, probable
+from crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables
+from resources.crm.mapping import CONTACT_SCHEMA
+from resources.sql import sql_literal
+
+Kind = Literal["text", "name", "phone", "country"]
+Policy = Literal["kol", "crm", "report"]
+FULL_NAME = "first_name+last_name"
+_KEY_MACROS = {"text": "crm_text", "name": "crm_name", "phone": "crm_phone_national", "country": "crm_country"}
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    """One mapped field: KOL SQL expression <-> contact column, how to compare, who wins on write-back.
+
+    kol_column_sql is SQL over the KOL relation's columns (admin configuration, trusted), e.g.
+    "location.city". crm_column is a canonical contact column, "first_name+last_name" (the
+    name), or "custom.<key>" (a key in the `custom` JSON). policy: "kol" (write-back sets the
+    CRM to the KOL value), "crm" (the CRM wins; nothing written) or "report" (only reported).
+    """
+
+    kol_column_sql: str
+    crm_column: str
+    kind: Kind = "text"
+    policy: Policy = "report"
+    name: str | None = None
+
+    @property
+    def field(self) -> str:
+        """The field's label in `differences` and in the write-back plan."""
+        if self.name:
+            return self.name
+        return "full_name" if self.crm_column == FULL_NAME else self.crm_column
+
+    def crm_sql(self) -> str:
+        """SQL of the contact side, over the canonical contact columns."""
+        if self.crm_column == FULL_NAME:
+            return "NULLIF(concat_ws(' ', first_name, last_name), '')"
+        if self.crm_column.startswith("custom."):
+            key = self.crm_column.removeprefix("custom.").replace('"', "")
+            return f"json_extract_string(custom, {sql_literal('$.' + chr(34) + key + chr(34))})"
+        if self.crm_column not in CONTACT_SCHEMA.names:
+            raise ValueError(f"unknown contact column {self.crm_column!r} (canonical columns, {FULL_NAME} or custom.<key>)")
+        return f'"{self.crm_column}"'
+
+
+DEFAULT_RULES: tuple[FieldRule, ...] = (
+    FieldRule("full_name", FULL_NAME, "name", "report"),
+    FieldRule("title", "title", "text", "kol"),
+    FieldRule("phone", "phone", "phone", "kol"),
+    FieldRule("department", "department", "text", "kol"),
+    FieldRule("institution", "institution", "text", "kol"),
+    FieldRule("location.city", "city", "text", "kol"),
+    FieldRule("location.state", "state", "text", "kol"),
+    FieldRule("location.country", "country", "country", "kol"),
+)
+
+
+@dataclass
+class ReconciliationResult:
+    run_id: str
+    reconciled_at: datetime
+    kols: int
+    contacts: int
+    counts: dict[str, int] = field(default_factory=dict)
+    duration_seconds: float = 0.0
+    needs_review: int = 0
+    duplicate_sets: int = 0
+
+
+def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal["kol", "crm"]) -> str:
+    """Raw value v{i} of every rule, on one side (keys are computed only where raw values differ)."""
+    parts = []
+    for i, rule in enumerate(rules):
+        raw = f"CAST(({rule.kol_column_sql}) AS VARCHAR)" if side == "kol" else f"CAST({rule.crm_sql()} AS VARCHAR)"
+        parts.append(f"{raw} AS v{i}")
+    return ", ".join(parts)
+
+
+def _differences_sql(rules: list[FieldRule] | tuple[FieldRule, ...]) -> str:
+    """A query over `keyed` (raw values c_v{i} and k_v{i} of a contact and its email KOL): crm_id and
+    differences, the JSON list of the differing fields.
+
+    Most pairs carry identical raw values, so a CASE compares the raw values first and computes
+    the normalized keys only for the rest (DuckDB evaluates a CASE branch only for its rows), once
+    per field (s{i}). Phone keys come as columns kp{i} / cp{i} (computed by _contact_rows):
+    crm_same_phone names each argument several times, and a macro repeats its argument's whole
+    regex chain at every mention. The JSON is written as text, and only for the rows with a
+    difference: a list of structs through to_json cost twice as much (~2 s CPU at 1M contacts)."""
+    sames, items = [], []
+    for i, rule in enumerate(rules):
+        key = _KEY_MACROS[rule.kind]
+        keyed = f"crm_same_phone(kp{i}, cp{i})" if rule.kind == "phone" else (
+            f"{key}(k_v{i}) IS NOT DISTINCT FROM {key}(c_v{i})")
+        sames.append(f"CASE WHEN k_v{i} IS NOT DISTINCT FROM c_v{i} THEN true ELSE {keyed} END AS s{i}")
+        # what to_json makes of {'field': .., 'kol_value': .., 'crm_value': ..}
+        items.append(f"""CASE WHEN NOT s{i} THEN '{{"field":' || to_json({sql_literal(rule.field)}) || ',"kol_value":' """
+                     f"""|| coalesce(to_json(k_v{i})::VARCHAR, 'null') || ',"crm_value":' """
+                     f"""|| coalesce(to_json(c_v{i})::VARCHAR, 'null') || '}}' END""")
+    values = ", ".join(f"k_v{i}, c_v{i}" for i in range(len(rules)))
+    all_same = " AND ".join(f"s{i}" for i in range(len(rules)))
+    return (f"SELECT crm_id, CASE WHEN {all_same} THEN NULL ELSE ('[' || concat_ws(',', {', '.join(items)}) || ']')::JSON "
+            f"END AS differences FROM (SELECT crm_id, {values}, {', '.join(sames)} FROM keyed)")
+
+
+def reconcile(
+    conn: duckdb.DuckDBPyConnection,
+    kols_relation: str,
+    contacts_relation: str,
+    mapping: list[FieldRule] | tuple[FieldRule, ...] = DEFAULT_RULES,
+    run_id: str | None = None,
+    source: str = "salesforce",
+    match_threshold: float = probable.DEFAULT_THRESHOLD,
+    rejected: pa.Table | None = None,
+) -> ReconciliationResult:
+    """Replace kol_crm_reconciliation with this run's result and append its reconciliation_runs row.
+
+    kols_relation: a table/view with the warehouse `kols` columns; contacts_relation: one with the
+    canonical contact columns (resources.crm.mapping.CONTACT_SCHEMA). Pairs scoring at least
+    `match_threshold` are probable matches and duplicates; `rejected` (kol_id, crm_id) pairs are never
+    proposed.
+    """
+    started = time.perf_counter()
+    run_id = run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+    reconciled_at = datetime.now(UTC)
+    normalize.register(conn)
+    ensure_tables(conn)
+    _stage(conn, kols_relation, contacts_relation, mapping)
+    _contact_rows(conn, mapping)
+    sets = _probable(conn, kols_relation, contacts_relation, match_threshold, rejected)
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        # Recreated rather than emptied, so a table created before ZSTD_COLUMNS gets that layout.
+        ensure_tables(conn, replace=(RESULT_TABLE,))
+        columns = ", ".join(column_names(RESULT_TABLE))
+        conn.execute(
+            f"INSERT INTO {RESULT_TABLE} ({columns}) SELECT {sql_literal(run_id)}, "
+            f"{sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, {columns.split(', ', 2)[2]} FROM ({_rows_sql()})"
+        )
+        counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} GROUP BY status").fetchall())
+        counts = {status: int(counts.get(status, 0)) for status in STATUSES}
+        review = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE needs_review AND kol_primary").fetchone()[0]
+        kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)").fetchone()
+        duration = time.perf_counter() - started
+        run = {"run_id": run_id, "reconciled_at": reconciled_at, "source": source, "kols": kols, "contacts": contacts,
+               **counts, "needs_review": review, "duplicate_sets": sets, "match_threshold": match_threshold,
+               "duration_seconds": duration}
+        conn.execute(f"INSERT INTO {RUNS_TABLE} ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})", list(run.values()))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    finally:
+        for table in conn.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND (starts_with(table_name, '_crm_') "
+                                  "OR starts_with(table_name, '_pm_') OR starts_with(table_name, '_dup_'))").fetchall():
+            conn.execute(f"DROP TABLE IF EXISTS {table[0]}")
+    return ReconciliationResult(run_id, reconciled_at, int(kols), int(contacts), counts, duration, int(review), int(sets))
+
+
+def _probable(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, threshold: float,
+              rejected: pa.Table | None) -> int:
+    """The second pass (probable.py, duplicates.py): _pm_match, _pm_candidates and _dup_sets; returns the
+    number of duplicate sets."""
+    conn.execute("""
+CREATE OR REPLACE TEMP TABLE _pm_kpool AS
+SELECT k.kol_id AS id FROM _crm_k k LEFT JOIN _crm_e e ON e.email_n = k.email_n
+WHERE (k.email_n IS NULL OR e.kol_id = k.kol_id)
+  AND k.kol_id NOT IN (SELECT email_kol FROM _crm_rows WHERE kol_primary)""")
+    conn.execute("CREATE OR REPLACE TEMP TABLE _pm_cpool_ids AS SELECT crm_id FROM _crm_rows WHERE status0 = 'crm_only'")
+    rejected = rejected if rejected is not None else pa.table({"kol_id": pa.array([], pa.string()),
+                                                               "crm_id": pa.array([], pa.string())})
+    conn.register("_pm_rejected_arrow", rejected.select(["kol_id", "crm_id"]))
+    conn.execute("CREATE OR REPLACE TEMP TABLE _pm_rejected AS SELECT * FROM _pm_rejected_arrow")
+    conn.unregister("_pm_rejected_arrow")
+    probable.prepare(conn, kols, "_pm_kpool", contacts)
+    probable.match(conn, "_pm_cpool_ids", threshold, "_pm_rejected")
+    sets = duplicates.find(conn, threshold, "(SELECT kol_id FROM _crm_k)")
+    probable.one_person_per_kol(conn, duplicates.SETS, "(SELECT crm_id, email_kol AS kol_id FROM _crm_rows WHERE email_kol IS NOT NULL)")
+    return sets
+
+
+def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
+    """Stage both sides (_crm_k, _crm_c) with their email keys, and the email -> KOL table (_crm_e)."""
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_k AS
+SELECT id AS kol_id, email AS kol_email, crm_email_ascii(email) AS email_n, full_name AS kol_name,
+       institution AS kol_institution, {_side_columns(rules, "kol")}
+FROM {kols} WHERE is_archived IS NOT TRUE""")
+    normalize.fold_emails(conn, "_crm_k", "kol_email", "email_n")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_c AS
+SELECT crm_id, email AS crm_email, crm_email_ascii(email) AS email_n, NULLIF(trim(external_id), '') AS external_id,
+       NULLIF(concat_ws(' ', first_name, last_name), '') AS crm_name, institution AS crm_institution,
+       first_name, last_name, {_side_columns(rules, "crm")}
+FROM {contacts}""")
+    normalize.fold_emails(conn, "_crm_c", "crm_email", "email_n")
+    # The email's KOL (the smallest id when KOLs share an email).
+    conn.execute("""
+CREATE OR REPLACE TEMP TABLE _crm_e AS
+SELECT email_n, min(kol_id) AS kol_id, count(*) AS kols FROM _crm_k WHERE email_n IS NOT NULL GROUP BY email_n""")
+
+
+def _contact_rows(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
+    """_crm_rows: one narrow row per contact (ids, status, kol_primary), in one join and one
+    aggregate per KOL; _crm_diff: the differences of the pairs whose raw values differ somewhere
+    (normalized keys are computed only for those, a few percent of the pairs), in the one join
+    that brings the two sides' raw values together. The wide columns are joined once, by
+    _rows_sql, for the final rows: carrying them through the joins and the aggregate made DuckDB
+    spill at 1M rows."""
+    raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
+    conn.execute("""
+CREATE OR REPLACE TEMP TABLE _crm_rows AS
+WITH classified AS MATERIALIZED (
+  -- email_kol: the KOL of the contact's email, else the KOL its external id names (a pair an admin confirmed).
+  SELECT c.crm_id, coalesce(e.kol_id, x.kol_id) AS email_kol,
+         CASE WHEN c.external_id IS NOT NULL AND x.kol_id IS NULL THEN 'orphan_in_crm'
+              WHEN c.external_id IS NOT NULL AND e.kol_id IS NOT NULL AND c.external_id <> e.kol_id THEN 'id_conflict'
+              WHEN e.kol_id IS NULL AND x.kol_id IS NULL THEN 'crm_only' END AS pre
+  FROM _crm_c c LEFT JOIN _crm_e e ON e.email_n = c.email_n
+  LEFT JOIN (SELECT kol_id FROM _crm_k) x ON x.kol_id = c.external_id
+),
+-- Per KOL: its remaining (unclassified) contacts and the contact it is counted on. A hash
+-- aggregate joined back, not a window: a window sorts every row.
+per_kol AS (
+  SELECT email_kol, count(*) FILTER (WHERE pre IS NULL) AS shared,
+         -- precedence digit + crm_id: a plain string min (arg_min over a struct key is several times slower)
+         substr(min(CASE pre WHEN 'id_conflict' THEN '1' WHEN 'orphan_in_crm' THEN '2' ELSE '3' END || crm_id), 2)
+             AS primary_crm
+  FROM classified WHERE email_kol IS NOT NULL GROUP BY email_kol
+)
+SELECT c.crm_id, c.email_kol, p.shared,
+       CASE WHEN c.email_kol IS NOT NULL THEN c.crm_id = p.primary_crm END AS kol_primary,
+       CASE WHEN c.pre IS NOT NULL THEN c.pre WHEN p.shared > 1 THEN 'duplicate_in_crm' ELSE 'pair' END AS status0
+FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
+    sides = ", ".join(f"k.v{i} AS k_v{i}, c.v{i} AS c_v{i}" for i in range(len(rules)))
+    phones = "".join(f", CASE WHEN k_v{i} IS DISTINCT FROM c_v{i} THEN crm_phone_national(k_v{i}) END AS kp{i}"
+                     f", CASE WHEN k_v{i} IS DISTINCT FROM c_v{i} THEN crm_phone_national(c_v{i}) END AS cp{i}"
+                     for i, rule in enumerate(rules) if rule.kind == "phone")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_diff AS
+WITH differing AS MATERIALIZED (
+  SELECT c.crm_id, {sides} FROM _crm_rows r JOIN _crm_c c USING (crm_id) JOIN _crm_k k ON k.kol_id = r.email_kol
+  WHERE NOT ({raw_equal})
+), keyed AS MATERIALIZED (SELECT *{phones} FROM differing)
+{_differences_sql(rules)}""")
+
+
+def _rows_sql() -> str:
+    """Every output row (status .. master_reason) from the staged tables."""
+    return """
+WITH lone_kols AS (
+  SELECT k.*, e.kol_id AS email_first,
+         CASE WHEN k.email_n IS NULL THEN 'no_email'
+              WHEN k.kol_id <> e.kol_id THEN 'duplicate_in_kols'
+              ELSE 'missing_in_crm' END AS status
+  FROM _crm_k k LEFT JOIN _crm_e e ON e.email_n = k.email_n
+  ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary UNION ALL SELECT kol_id FROM _pm_match WHERE kol_primary) p
+    ON p.email_kol = k.kol_id
+)
+SELECT CASE WHEN m.crm_id IS NOT NULL THEN 'probable_match'
+            WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
+            ELSE status0 END AS status,
+       coalesce(r.email_kol, m.kol_id) AS kol_id, coalesce(r.kol_primary, m.kol_primary, false) AS kol_primary,
+       crm_id, external_id, c.email_n AS email_normalized, k.kol_email, crm_email, k.kol_name, crm_name,
+       coalesce(k.kol_institution, crm_institution) AS institution,
+       differences, NULL::JSON AS candidates,
+       CASE WHEN m.crm_id IS NOT NULL THEN 'probably the same person (score ' || m.score || '): '
+                                           || 'commops reconcile confirm or reject ' || m.kol_id || ' ' || crm_id
+            ELSE CASE status0
+         WHEN 'orphan_in_crm' THEN 'external id ' || external_id || ' names no KOL'
+                                   || coalesce('; email matches ' || r.email_kol, '')
+         WHEN 'id_conflict' THEN 'external id names ' || external_id || ', email matches ' || r.email_kol
+         WHEN 'duplicate_in_crm' THEN 'contacts sharing this email: ' || shared
+         WHEN 'crm_only' THEN CASE WHEN c.email_n IS NULL THEN 'contact has no email' END
+       END END AS note,
+       m.score AS match_score, m.reasons AS match_reasons, m.crm_id IS NOT NULL AND m.kol_primary AS needs_review,
+       d.duplicate_set_id, d.suggested_master, d.master_reason
+FROM _crm_rows r JOIN _crm_c c USING (crm_id) LEFT JOIN _pm_match m USING (crm_id)
+LEFT JOIN _crm_k k ON k.kol_id = coalesce(r.email_kol, m.kol_id)
+LEFT JOIN _crm_diff USING (crm_id) LEFT JOIN _dup_sets d USING (crm_id)
+UNION ALL BY NAME
+SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external_id, l.email_n AS email_normalized,
+       l.kol_email, NULL AS crm_email, l.kol_name, NULL AS crm_name, l.kol_institution AS institution,
+       NULL::JSON AS differences, c.candidates,
+       CASE WHEN l.status = 'duplicate_in_kols' THEN 'KOL ' || l.email_first || ' has the same email and is the one reconciled'
+            WHEN c.review THEN 'needs review: a contact probably is this KOL (see candidates); write-back will not create it'
+       END AS note,
+       NULL::DOUBLE AS match_score, NULL::JSON AS match_reasons, coalesce(c.review, false) AS needs_review,
+       NULL AS duplicate_set_id, NULL AS suggested_master, NULL AS master_reason
+FROM lone_kols l LEFT JOIN _pm_candidates c USING (kol_id)"""

@@ -1,0 +1,69 @@
+"""Receiver settings: one pydantic-settings model read from the environment (`COMMOPS_*`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from webhooks.inbox import describe_location, inbox_location, inbox_path
+
+# Twice the service's 8 MiB request cap: any record the service accepted fits in an event
+# envelope, and an unsigned sender still cannot make the receiver buffer more than this.
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+SECRETS_FILE_NAME = "webhook-secrets.json"
+
+
+class ReceiverSettings(BaseSettings):
+    """COMMOPS_WEBHOOK_SECRETS (comma-separated), COMMOPS_DATA_DIR (default ./data),
+    COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB), COMMOPS_INBOX_URL (Postgres; default: the data
+    directory's SQLite file)."""
+
+    model_config = SettingsConfigDict(env_prefix="COMMOPS_", extra="ignore", env_ignore_empty=True)
+
+    webhook_secrets: SecretStr = Field(SecretStr(""), description="signing secrets, comma-separated")
+    data_dir: Path = Path("./data")
+    webhook_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
+    inbox_url: SecretStr | None = Field(None, description="postgresql://... (its password is never shown)")
+
+    @property
+    def secrets(self) -> list[str]:
+        """The secrets of COMMOPS_WEBHOOK_SECRETS (blank items dropped)."""
+        return [item.strip() for item in self.webhook_secrets.get_secret_value().split(",") if item.strip()]
+
+    @property
+    def inbox_path(self) -> Path:
+        """The SQLite inbox of the data directory (used when COMMOPS_INBOX_URL is unset)."""
+        return inbox_path(self.data_dir)
+
+    @property
+    def inbox_location(self) -> str | Path:
+        """Where this receiver stores events: COMMOPS_INBOX_URL, else the data directory's file."""
+        url = self.inbox_url.get_secret_value() if self.inbox_url else None
+        return inbox_location(self.data_dir, url) if url else self.inbox_path
+
+    @property
+    def inbox_where(self) -> str:
+        """The inbox as logs name it (a Postgres URL without its user and password)."""
+        return describe_location(self.inbox_location)
+
+    @property
+    def secrets_file(self) -> Path:
+        """Written by `commops webhooks register` (mode 0600), keyed by webhook id."""
+        return self.data_dir.resolve() / SECRETS_FILE_NAME
+
+
+def load_receiver_settings(data_dir: str | Path | None = None, max_body_bytes: int | None = None) -> ReceiverSettings:
+    """The environment's settings, explicit values (command-line options) taking precedence; an invalid
+    value raises ValueError with one line naming its variable."""
+    overrides: dict = {}
+    if data_dir:
+        overrides["data_dir"] = Path(data_dir)
+    if max_body_bytes is not None:
+        overrides["webhook_max_body_bytes"] = max_body_bytes
+    try:
+        return ReceiverSettings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ValueError(f"COMMOPS_{'_'.join(map(str, first['loc'])).upper()}: {first['msg']}") from None
