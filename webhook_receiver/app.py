@@ -112,14 +112,16 @@ def create_app(
             return refuse(503, "receiver_busy", "too many bytes of unverified bodies in flight; retry later",
                           **{"retry-after": str(RETRY_AFTER_SECONDS)})
 
+        def too_large() -> Response:  # closed once LingeringClose has drained what it may
+            return refuse(413, "payload_too_large", f"bodies above {cap} bytes are refused", connection="close")
+
         header = _signature_header(request)
         if header is None:
             return refuse(401, "invalid_signature", f"missing or malformed {WEBHOOK_SIGNATURE_HEADER} "
                           "(64 lower-case hex characters, sent once)", reason="no_signature")
         declared = _declared_length(request)
         if declared is not None and declared > cap:
-            # closed once LingeringClose has drained what it may
-            return refuse(413, "payload_too_large", f"bodies above {cap} bytes are refused", connection="close")
+            return too_large()
         if not unverified.has_room_for(declared or 0):
             return busy()
         with unverified.hold() as hold:
@@ -134,7 +136,7 @@ def create_app(
             except OverCap:
                 return busy()
             if body is None:
-                return refuse(413, "payload_too_large", f"bodies above {cap} bytes are refused", connection="close")
+                return too_large()
             signed_by = signers(body, header, ring.current())
         if not signed_by:
             return refuse(401, "invalid_signature", f"wrong {WEBHOOK_SIGNATURE_HEADER}")
