@@ -52,8 +52,9 @@ def run(host: str, port: int, data_dir: str | None, max_body_bytes: int | None) 
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"Receiving on http://{shown}:{sock.getsockname()[1]}{WEBHOOK_PATH} (health: {HEALTH_PATH})", err=True)
     click.echo(f"Inbox: {settings.inbox_where}", err=True)
-    click.echo(f"Secrets: {len(settings.secrets)} from COMMOPS_WEBHOOK_SECRETS, plus {settings.secrets_file} "
-               "(re-read when it changes)", err=True)
+    bound = sum(1 for secret in settings.secrets if secret.organization_id)
+    click.echo(f"Secrets: {len(settings.secrets)} from COMMOPS_WEBHOOK_SECRETS ({bound} bound to an organization), "
+               f"plus {settings.secrets_file} (re-read when it changes)", err=True)
     if not settings.secrets and not settings.secrets_file.exists():
         click.echo("Warning: no secret configured yet: every delivery gets 401 until `commops webhooks register` "
                    "or COMMOPS_WEBHOOK_SECRETS provides one", err=True)
