@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from http_serving.proxies import trusted_proxies
 from webhook_receiver.inbox import describe_location, inbox_location, inbox_path
 
 # Twice the service's 8 MiB request cap: any record the service accepted fits in an event
@@ -18,7 +19,8 @@ SECRETS_FILE_NAME = "webhook-secrets.json"
 class ReceiverSettings(BaseSettings):
     """COMMOPS_WEBHOOK_SECRETS (comma-separated), COMMOPS_DATA_DIR (default ./data),
     COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB), COMMOPS_INBOX_URL (Postgres; default: the data
-    directory's SQLite file)."""
+    directory's SQLite file), COMMOPS_FORWARDED_ALLOW_IPS (the reverse proxies whose X-Forwarded-For is
+    believed; default none)."""
 
     model_config = SettingsConfigDict(env_prefix="COMMOPS_", extra="ignore", env_ignore_empty=True)
 
@@ -26,6 +28,13 @@ class ReceiverSettings(BaseSettings):
     data_dir: Path = Path("./data")
     webhook_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
     inbox_url: SecretStr | None = Field(None, description="postgresql://... (its password is never shown)")
+    forwarded_allow_ips: str = Field("", description="IPs or networks of the proxies in front, comma-separated")
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _known_proxies(cls, value: str) -> str:
+        trusted_proxies(value)
+        return value
 
     @property
     def secrets(self) -> list[str]:
@@ -66,4 +75,5 @@ def load_receiver_settings(data_dir: str | Path | None = None, max_body_bytes: i
         return ReceiverSettings(**overrides)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ValueError(f"COMMOPS_{'_'.join(map(str, first['loc'])).upper()}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")
+        raise ValueError(f"COMMOPS_{'_'.join(map(str, first['loc'])).upper()}: {message}") from None
