@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from http_serving.proxies import trusted_proxies
 from webhook_receiver.inbox import describe_location, inbox_location, inbox_path
 from webhook_receiver.signatures import Secret, parse_secrets
 
@@ -19,7 +20,8 @@ SECRETS_FILE_NAME = "webhook-secrets.json"
 class ReceiverSettings(BaseSettings):
     """COMMOPS_WEBHOOK_SECRETS (comma-separated, each `secret` or `org_...=secret`), COMMOPS_DATA_DIR
     (default ./data), COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB), COMMOPS_WEBHOOK_UNVERIFIED_BYTES
-    (default twice the body cap), COMMOPS_INBOX_URL (Postgres; default: the data directory's SQLite file)."""
+    (default twice the body cap), COMMOPS_INBOX_URL (Postgres; default: the data directory's SQLite file),
+    COMMOPS_FORWARDED_ALLOW_IPS (the reverse proxies whose X-Forwarded-For is believed; default none)."""
 
     model_config = SettingsConfigDict(env_prefix="COMMOPS_", extra="ignore", env_ignore_empty=True)
 
@@ -30,6 +32,13 @@ class ReceiverSettings(BaseSettings):
     # Bytes of bodies read but not verified yet, all requests together; past it 503 with Retry-After.
     webhook_unverified_bytes: int | None = Field(None, gt=0, description="default: twice the body cap")
     inbox_url: SecretStr | None = Field(None, description="postgresql://... (its password is never shown)")
+    forwarded_allow_ips: str = Field("", description="IPs or networks of the proxies in front, comma-separated")
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _known_proxies(cls, value: str) -> str:
+        trusted_proxies(value)
+        return value
 
     @field_validator("webhook_unverified_bytes")
     @classmethod

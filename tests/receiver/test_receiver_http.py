@@ -250,6 +250,19 @@ def test_secrets_never_reach_the_log(make_receiver, client, caplog) -> None:
     assert SECRET not in caplog.text and "wrong-" not in caplog.text
 
 
+@pytest.mark.parametrize(("forwarded_allow_ips", "logged"), [("", "127.0.0.1"), ("127.0.0.1", "203.0.113.9")])
+def test_x_forwarded_for_names_the_client_only_from_a_named_proxy(make_receiver, client, caplog, forwarded_allow_ips,
+                                                                  logged) -> None:
+    rx = make_receiver(forwarded_allow_ips=forwarded_allow_ips)
+    body = body_of(envelope())
+    with caplog.at_level("WARNING", logger="webhook_receiver"):
+        refused = client.post(rx.url, content=body, headers={**signed_headers("wrong-" + "e" * 30, body),
+                                                             "X-Forwarded-For": "203.0.113.9"})
+    assert refused.status_code == 401
+    [line] = [r.getMessage() for r in caplog.records if "refused a delivery" in r.getMessage()]
+    assert line.startswith(f"refused a delivery from {logged}:"), line
+
+
 def test_the_receiver_restarts_over_the_same_inbox(make_receiver, client, tmp_path: Path) -> None:
     data = tmp_path / "shared"
     env = envelope()
