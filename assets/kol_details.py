@@ -5,6 +5,8 @@ The list shape lacks bio, notes, research interests, social, contact address and
 pending when it is active and has no detail row or its kols.updated_at is newer. Each run
 fetches at most `limit` details (and never more than the run's remaining request budget),
 oldest pending first, and reports how many remain; running out of budget never fails a run.
+A KOL whose id is not a spec id (`kol_` followed by letters, digits, _ or -) is never fetched: the
+run counts and names it (`details_skipped_bad_ids`), and the `kols` id check flags its row.
 """
 
 
@@ -23,13 +25,14 @@ from sync.schemas import FETCHED_AT
 from commops_spec.timestamps import utc_now
 from assets.snapshot_date import snapshot_date
 from resources.api import CommopsApiResource
-from resources.commops_api import RequestBudgetExceeded
+from resources.commops_api import RequestBudgetExceeded, item_path
 from resources.lake import LakeResource, StagedSnapshot
 from resources.orgs import OrgsResource
 from resources.settings import load_settings
 from resources.warehouse import WarehouseResource, WarehouseSession
 
 BATCH = 500
+_SAMPLE = 10  # skipped ids named in the log and the metadata
 
 
 class KolDetailsConfig(dg.Config):
@@ -37,16 +40,19 @@ class KolDetailsConfig(dg.Config):
     limit: int | None = Field(default=None, ge=0)
 
 
-PENDING_SQL = f"""
+_STALE_SQL = f"""
     SELECT k.id FROM {KOLS.table} k LEFT JOIN {KOL_DETAILS.table} d ON d.org = k.org AND d.id = k.id
     WHERE k.org = ? AND NOT coalesce(k.is_archived, false) AND (d.id IS NULL OR k.updated_at > d.updated_at)
 """
+PENDING_SQL = f"{_STALE_SQL} AND regexp_full_match(k.id, ?)"
+BAD_ID_SQL = f"{_STALE_SQL} AND NOT regexp_full_match(k.id, ?)"  # never fetched
 
 
 @dataclass
 class _Pending:
     ids: list[str]  # oldest first, at most the run's limit
     count: int  # every pending KOL
+    bad_ids: list[str]  # KOLs that would be pending but whose id is not a spec id: skipped
     rows: int  # the organization's detail rows now
     preview: str
 
@@ -57,11 +63,12 @@ def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, or
     with warehouse.writer(context.log) as session:
         session.ensure_table(KOLS)
         session.ensure_table(KOL_DETAILS)
-        params = [org]
+        params = [org, KOLS.id_pattern]
         total = session.conn.execute(f"SELECT count(*) FROM ({PENDING_SQL})", params).fetchone()[0]
         # fetchmany, not LIMIT: DuckDB 2.0.0 drops a LIMIT over this two-key LEFT JOIN when kol_details is empty.
         ids = [row[0] for row in session.conn.execute(f"{PENDING_SQL} ORDER BY k.updated_at, k.id", params).fetchmany(limit)]
-        return _Pending(ids, int(total), *_table_now(session, org))
+        bad_ids = [row[0] for row in session.conn.execute(f"{BAD_ID_SQL} ORDER BY k.id", params).fetchall()]
+        return _Pending(ids, int(total), bad_ids, *_table_now(session, org))
 
 
 def _table_now(session: WarehouseSession, org: str) -> tuple[int, str]:
@@ -113,6 +120,9 @@ def kol_details(
                     session.merge(KOL_DETAILS, staged.relation, org=org, snapshot_date=date)
                 rows, preview = _table_now(session, org)
     remaining = pending - fetched
+    if found.bad_ids:
+        context.log.warning(f"KOL details: {len(found.bad_ids)} KOL(s) skipped, their id is not a KOL id of the spec: "
+                            f"{_sample(found.bad_ids)}")
     if limit <= 0:
         context.log.info(f"KOL details: enrichment skipped (limit 0); {pending} pending")
     elif remaining:
@@ -125,11 +135,18 @@ def kol_details(
             "details_fetched": fetched,
             "pending_before": pending,
             "pending_remaining": remaining,
+            "details_skipped_bad_ids": len(found.bad_ids),
+            "details_skipped_bad_ids_sample": dg.MetadataValue.json([item[:80] for item in found.bad_ids[:_SAMPLE]]),
             **request_metadata(stats),
             "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
             "preview": dg.MetadataValue.md(preview),
         }
     )
+
+
+def _sample(ids: list[str]) -> str:
+    more = f" and {len(ids) - _SAMPLE} more" if len(ids) > _SAMPLE else ""
+    return ", ".join(repr(item[:80]) for item in ids[:_SAMPLE]) + more
 
 
 def _fetch(client, ids: list[str], staged: StagedSnapshot, progress: ProgressReporter) -> tuple[int, str | None]:
@@ -138,7 +155,7 @@ def _fetch(client, ids: list[str], staged: StagedSnapshot, progress: ProgressRep
     converter = RecordConverter(KOL_DETAILS.schema, ignored=KOL_DETAIL_FIELDS_IN_KOLS)
     fetched, stopped_by, batch = 0, None, []
     try:
-        for _, data in client.get_many([f"/kols/{kol_id}" for kol_id in ids], skip_missing=True):
+        for _, data in client.get_many([item_path(KOL_DETAILS.path, id=kol_id) for kol_id in ids], skip_missing=True):
             received = utc_now()
             batch.append({**data, "enriched_at": received, FETCHED_AT: received})
             if len(batch) >= BATCH:

@@ -36,12 +36,14 @@ def orgs() -> None:
 @click.option("--organization-id", metavar="org_...", help="Its organization id in the service: routes its webhook events.")
 @click.option("--allow-unset-key", is_flag=True,
               help="Register even though VAR is not set here (the key lives only where runs execute).")
+@click.option("--allow-insecure-http", is_flag=True,
+              help="Accept a plain http:// address on a host other than loopback (the API key then travels unencrypted).")
 @click.option("--data-dir", help=DATA_DIR_HELP)
-def add(name, base_url, api_key_env, organization_id, allow_unset_key, data_dir) -> None:
+def add(name, base_url, api_key_env, organization_id, allow_unset_key, allow_insecure_http, data_dir) -> None:
     """Register organization NAME: nightly syncs include it from now on."""
     data = writable_data_dir("orgs add", data_dir)
     try:
-        org = check_org(name, base_url, api_key_env, organization_id)
+        org = check_org(name, base_url, api_key_env, organization_id, allow_insecure_http)
         if not os.environ.get(api_key_env) and not allow_unset_key:
             raise SettingsError(f"{api_key_env} is not set: export {api_key_env}=<the API key of {name}> first "
                                 "(the registry stores only the variable's name; --allow-unset-key if it is set "

@@ -35,6 +35,7 @@ def receiver() -> None:
 @click.option("--max-body-bytes", type=int, help="Body cap, 413 above (default: $COMMOPS_WEBHOOK_MAX_BODY_BYTES or 16 MiB).")
 def run(host: str, port: int, data_dir: str | None, max_body_bytes: int | None) -> None:
     """Receive signed deliveries on POST /webhooks/commops until Ctrl-C (or SIGTERM)."""
+    from http_serving.proxies import proxy_options
     from http_serving.server import serve
     from http_serving.sockets import BindError, bind
     from webhooks.receiver.app import HEALTH_PATH, WEBHOOK_PATH
@@ -52,9 +53,10 @@ def run(host: str, port: int, data_dir: str | None, max_body_bytes: int | None) 
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"Receiving on http://{shown}:{sock.getsockname()[1]}{WEBHOOK_PATH} (health: {HEALTH_PATH})", err=True)
     click.echo(f"Inbox: {settings.inbox_where}", err=True)
-    click.echo(f"Secrets: {len(settings.secrets)} from COMMOPS_WEBHOOK_SECRETS, plus {settings.secrets_file} "
-               "(re-read when it changes)", err=True)
+    bound = sum(1 for secret in settings.secrets if secret.organization_id)
+    click.echo(f"Secrets: {len(settings.secrets)} from COMMOPS_WEBHOOK_SECRETS ({bound} bound to an organization), "
+               f"plus {settings.secrets_file} (re-read when it changes)", err=True)
     if not settings.secrets and not settings.secrets_file.exists():
         click.echo("Warning: no secret configured yet: every delivery gets 401 until `commops webhooks register` "
                    "or COMMOPS_WEBHOOK_SECRETS provides one", err=True)
-    serve(app, sock)
+    serve(app, sock, **proxy_options(settings.forwarded_allow_ips))

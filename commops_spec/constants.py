@@ -1,5 +1,7 @@
 """Values the specification names (parts 2, 3, 5, 6 and 8)."""
 
+import re
+
 ID_PREFIXES = {
     "kol": "kol_",
     "campaign": "cmp_",
@@ -10,6 +12,30 @@ ID_PREFIXES = {
     "webhook_event": "wh_evt_",
     "organization": "org_",
 }
+
+# The opaque part after an id's prefix, as far as this code accepts one: letters, digits, `_` and `-`,
+# at most 128. The spec calls it opaque; every id a spec-following service issues fits, and no path
+# syntax (`/`, `.`, `%`, `?`, `#`) or whitespace does. One pattern for the service, the pipeline and
+# the warehouse check (DuckDB's regexp_full_match reads the same syntax).
+ID_OPAQUE_PART = r"[A-Za-z0-9_-]{1,128}"
+
+
+def id_pattern(prefix: str) -> str:
+    """The regular expression (to be matched whole) of the ids that start with `prefix`."""
+    return re.escape(prefix) + ID_OPAQUE_PART
+
+
+_ID_PATTERNS = {kind: re.compile(id_pattern(prefix)) for kind, prefix in ID_PREFIXES.items()}
+
+
+def is_spec_id(value: object, kind: str | None = None) -> bool:
+    """True when `value` is a string that is wholly an id of `kind` (a key of ID_PREFIXES; None: any
+    kind): its prefix, then the opaque part. Anything else is never put in a request path."""
+    if not isinstance(value, str):
+        return False
+    patterns = _ID_PATTERNS.values() if kind is None else (_ID_PATTERNS[kind],)
+    return any(pattern.fullmatch(value) for pattern in patterns)
+
 
 KOL_TIERS = ("tier_1", "tier_2", "tier_3")
 ENGAGEMENT_LEVELS = ("high", "medium", "low")

@@ -12,12 +12,11 @@ to merge, an admin does it in Salesforce or DemandTools.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import duckdb
 
-from crm import probable
+from crm import probable, spreadsheet_csv
 
 SETS = "_dup_sets"
 MERGE_COLUMNS = ("MasterRecordId", "DuplicateRecordId", "DuplicateSetId", "MasterReason", "MasterName", "DuplicateName",
@@ -84,14 +83,9 @@ FROM members JOIN masters USING (duplicate_set_id)""")
 def write_merge_csv(conn: duckdb.DuckDBPyConnection, result_table: str, path: Path) -> int:
     """One row per contact to merge into its set's suggested master (Salesforce Ids, master first: the
     masterRecord / recordToMergeIds pair of Salesforce's merge call, and the master-duplicate file
-    DemandTools merges from); UTF-8 with BOM, CRLF. Returns the row count."""
-    rows = conn.execute(f"""
+    DemandTools merges from); UTF-8 with BOM, CRLF, through spreadsheet_csv. Returns the row count."""
+    return spreadsheet_csv.write(conn, f"""
 SELECT d.suggested_master, d.crm_id, d.duplicate_set_id, d.master_reason, m.crm_name, d.crm_name, m.crm_email, d.crm_email
 FROM {result_table} d JOIN {result_table} m ON m.crm_id = d.suggested_master
 WHERE d.duplicate_set_id IS NOT NULL AND d.crm_id <> d.suggested_master
-ORDER BY d.duplicate_set_id, d.crm_id""").fetchall()
-    with path.open("w", encoding="utf-8-sig", newline="") as out:
-        writer = csv.writer(out, lineterminator="\r\n")
-        writer.writerow(MERGE_COLUMNS)
-        writer.writerows(rows)
-    return len(rows)
+ORDER BY d.duplicate_set_id, d.crm_id""", MERGE_COLUMNS, path)

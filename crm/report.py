@@ -1,16 +1,16 @@
 """Per-run reconciliation reports: a CSV of every row (Excel-friendly: UTF-8 with BOM, CRLF,
-differences and reasons as readable text), a merge CSV of the duplicate sets, and a
-self-contained HTML page (inline CSS, JS and SVG, no network) that a CRM admin can act on: the
-counts, the trend of past runs, for each status one line saying what to do and its first rows,
-the probable matches with both records side by side and the reasons, the duplicate sets, and the
-write-back plan (what --apply would create and update, and whom it leaves for review). Contact
-ids link to the record in Salesforce (Lightning: <instance>/lightning/r/Contact/<Id>/view) when
-the CRM is Salesforce. latest.* are copies of the newest. Also the markdown summary Dagster shows.
+differences and reasons as readable text, no cell a spreadsheet would run as a formula:
+spreadsheet_csv), a merge CSV of the duplicate sets, and a self-contained HTML page (inline CSS,
+JS and SVG, no network) that a CRM admin can act on: the counts, the trend of past runs, for each
+status one line saying what to do and its first rows, the probable matches with both records side
+by side and the reasons, the duplicate sets, and the write-back plan (what --apply would create and
+update, and whom it leaves for review). Contact ids link to the record in Salesforce (Lightning:
+<instance>/lightning/r/Contact/<Id>/view) when the CRM is Salesforce. latest.* are copies of the
+newest. Also the markdown summary Dagster shows.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import shutil
@@ -22,10 +22,9 @@ import duckdb
 import jinja2
 from markupsafe import Markup, escape
 
-from crm import duplicates, writeback
+from crm import duplicates, spreadsheet_csv, writeback
 from crm.reconcile import DEFAULT_RULES
 from crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES
-from resources import sql
 
 HTML_ROWS_PER_STATUS = 500
 # Sections of the page: what needs a person first, the agreeing pairs last.
@@ -79,16 +78,7 @@ def run_stamp(run: dict[str, Any]) -> str:
 
 def write_csv(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
     """Every row of the latest result, streamed in batches; returns the row count."""
-    cursor = sql.cursor(conn)
-    cursor.execute(CSV_SELECT)
-    count = 0
-    with path.open("w", encoding="utf-8-sig", newline="") as out:
-        writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
-        writer.writerow(CSV_COLUMNS)
-        while batch := cursor.fetchmany(10_000):
-            writer.writerows(batch)
-            count += len(batch)
-    return count
+    return spreadsheet_csv.write(conn, CSV_SELECT, CSV_COLUMNS, path)
 
 
 def _trend_svg(runs: list[dict[str, Any]]) -> str:

@@ -5,7 +5,8 @@
   id; one crm_writeback_audit row (action confirm, applied or failed).
 - reject KOL CONTACT: the pair is remembered in $COMMOPS_DATA_DIR/crm/rejected-pairs.csv and never
   proposed again. The file, not the warehouse, holds it: the warehouse can be rebuilt from the API
-  and the CRM at any time, an admin's decision cannot. One audit row (action reject, mode recorded).
+  and the CRM at any time, an admin's decision cannot. Admins open it in a spreadsheet, so it is
+  written and read back through spreadsheet_csv. One audit row (action reject, mode recorded).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 import duckdb
 import pyarrow as pa
 
+from crm import spreadsheet_csv
 from crm.writeback import audit_table
 
 REJECTIONS_FILE = Path("crm") / "rejected-pairs.csv"
@@ -45,8 +47,8 @@ def load_rejections(data_dir: str | os.PathLike[str]) -> pa.Table:
     if path.exists():
         with path.open(encoding="utf-8", newline="") as handle:
             pairs = [(row["kol_id"], row["crm_id"]) for row in csv.DictReader(handle)]
-    return pa.table({"kol_id": pa.array([k for k, _ in pairs], pa.string()),
-                     "crm_id": pa.array([c for _, c in pairs], pa.string())})
+    return spreadsheet_csv.restore(pa.table({"kol_id": pa.array([k for k, _ in pairs], pa.string()),
+                                             "crm_id": pa.array([c for _, c in pairs], pa.string())}))
 
 
 def remember_rejection(data_dir: str | os.PathLike[str], kol_id: str, crm_id: str) -> bool:
@@ -60,7 +62,9 @@ def remember_rejection(data_dir: str | os.PathLike[str], kol_id: str, crm_id: st
         writer = csv.writer(handle)
         if new:
             writer.writerow(REJECTION_COLUMNS)
-        writer.writerow((kol_id, crm_id, datetime.now(UTC).isoformat(timespec="seconds")))
+        row = pa.table({"kol_id": [kol_id], "crm_id": [crm_id],
+                        "rejected_at": [datetime.now(UTC).isoformat(timespec="seconds")]})
+        writer.writerows(spreadsheet_csv.rows(spreadsheet_csv.neutralise(row)))
     return True
 
 

@@ -15,7 +15,9 @@ ASGIApp = Any  # an ASGI 3 application
 
 
 def _config(app: ASGIApp, options: dict[str, Any]) -> uvicorn.Config:
-    return uvicorn.Config(app, **{"log_level": "warning", "access_log": False, "timeout_graceful_shutdown": 5, **options})
+    """Proxy headers are off unless `options` turn them on (http_serving.proxies.proxy_options)."""
+    defaults = {"log_level": "warning", "access_log": False, "timeout_graceful_shutdown": 5, "proxy_headers": False}
+    return uvicorn.Config(app, **{**defaults, **options})
 
 
 def serve(app: ASGIApp, sock: socket.socket, **options: Any) -> None:
@@ -36,7 +38,7 @@ class ThreadedServer:
     Subclasses give the app (`make_app`, called once the port is known) and may say when the server
     answers (`ready`, polled after uvicorn has started); start() returns then, stop() waits for the
     thread. `options` are uvicorn.Config's (defaults: log level warning, no access log, 5 s to finish
-    open requests at stop)."""
+    open requests at stop, no proxy headers)."""
 
     name = "server"
     scheme = "http"

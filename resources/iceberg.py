@@ -41,6 +41,7 @@ from resources.object_store import S3Location, endpoint_url, region
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV, SettingsError
 from resources.sql import sql_literal
 from resources.warehouse import DIGEST_COLUMN, ORG_COLUMN, TableSpec, _not_older, receipt_columns
+from webhooks.postgres_urls import masked
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -121,7 +122,7 @@ def open_catalog(catalog_url: str | None, warehouse: str | None) -> Catalog:
 
     try:
         url = make_url(catalog_url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise SettingsError(f"{ICEBERG_CATALOG_URL_ENV} is not a database URL (postgresql://USER:PASSWORD@HOST/DB)") from None
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg2")
@@ -133,7 +134,7 @@ def open_catalog(catalog_url: str | None, warehouse: str | None) -> Catalog:
     try:
         return SqlCatalog("commops", **properties)
     except Exception as error:  # the driver's own message, on one line, without the password
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        reason = masked(str(error).strip().splitlines()[0], catalog_url) if str(error).strip() else type(error).__name__
         raise SettingsError(
             f"{ICEBERG_CATALOG_URL_ENV}={url.render_as_string(hide_password=True)}: catalog unreachable ({reason})"
         ) from None

@@ -25,15 +25,17 @@ from typing import Any, Protocol
 import dagster as dg
 
 from resources.files import atomic_write_text
-from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, checked_base_url
+from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, checked_base_url, insecure_http_allowed
+from webhooks.postgres_urls import connection_error, redacted
 
 DEFAULT_ORG = "default"
 ORGANIZATION_ID_ENV = "COMMOPS_ORGANIZATION_ID"
 ORGS_URL_ENV = "COMMOPS_ORGS_URL"
 ORGS_FILE = "orgs.json"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ORGANIZATION_ID = re.compile(r"^org_[A-Za-z0-9_-]+$")
+# Matched whole (fullmatch): a name is a partition key and a lake folder, so not even a trailing newline.
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ORGANIZATION_ID = re.compile(r"org_[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Org:
     base_url: str
     api_key_env: str
     organization_id: str | None = None  # org_...: routes webhook events to it
+    allow_insecure_http: bool = False  # plain http:// to a host other than loopback, opted into when added
 
     def api_key(self) -> str:
         """The key, read from its variable at the moment it is needed; SettingsError naming it when unset."""
@@ -53,20 +56,36 @@ class Org:
         return value
 
 
-def check_org(name: str, base_url: str, api_key_env: str, organization_id: str | None) -> Org:
-    """An Org whose every field is valid; SettingsError naming the field otherwise."""
-    if not _NAME.match(name):
+def check_org(name: str, base_url: str, api_key_env: str, organization_id: str | None,
+              allow_insecure_http: bool = False) -> Org:
+    """An Org whose every field is valid (a registry entry read from a file may hold any JSON value);
+    SettingsError naming the field otherwise."""
+    if not _matches(_NAME, name):
         raise SettingsError(f"organization name {name!r}: use 1-63 lower-case letters, digits, _ or -, starting "
                             "with a letter or digit (it names a partition and a lake folder)")
-    if not _ENV_NAME.match(api_key_env):
+    if not _matches(_ENV_NAME, api_key_env):
         raise SettingsError(f"--api-key-env {api_key_env!r} is not an environment variable name")
-    if organization_id is not None and not _ORGANIZATION_ID.match(organization_id):
+    if organization_id is not None and not _matches(_ORGANIZATION_ID, organization_id):
         raise SettingsError(f"--organization-id {organization_id!r}: expected the service's org_... identifier")
+    if not isinstance(allow_insecure_http, bool):
+        raise SettingsError(f"organization {name}: allow_insecure_http is {allow_insecure_http!r}, not true or false")
+    if not isinstance(base_url, str):
+        raise SettingsError(f"organization {name}: its base URL is not text")
+    url = checked_base_url(base_url, "--base-url", allow_insecure_http, opt_in="--allow-insecure-http")
+    return Org(name, url, api_key_env, organization_id, allow_insecure_http)
+
+
+def _matches(pattern: re.Pattern[str], value: object) -> bool:
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+def _checked(orgs: list[Org], where: str) -> list[Org]:
+    """The registry's entries, each checked as `orgs add` checks it: an entry edited by hand (a name
+    with a newline, a base URL holding a password) is refused as it is read, before it names a path."""
     try:
-        url = checked_base_url(base_url)
+        return [check_org(o.name, o.base_url, o.api_key_env, o.organization_id, o.allow_insecure_http) for o in orgs]
     except SettingsError as error:
-        raise SettingsError(str(error).replace(BASE_URL_ENV, "--base-url")) from None
-    return Org(name, url, api_key_env, organization_id)
+        raise SettingsError(f"{where} holds an invalid organization ({error}): fix or remove it") from None
 
 
 class _Store(Protocol):
@@ -80,11 +99,12 @@ class OrgRegistry:
 
     def __init__(self, data_dir: str | Path, url: str | None = None) -> None:
         url = url if url is not None else os.environ.get(ORGS_URL_ENV) or None
-        self.location = url or str(Path(data_dir) / ORGS_FILE)
+        self.location = redacted(url) if url else str(Path(data_dir) / ORGS_FILE)  # shown: never a password
         self._store: _Store = _PostgresStore(url) if url else _FileStore(Path(data_dir) / ORGS_FILE)
 
     def registered(self) -> list[Org]:
-        return self._store.read()
+        """The registered organizations, each checked as it was when added (SettingsError otherwise)."""
+        return _checked(self._store.read(), self.location)
 
     def all(self, environment: dict[str, str] | None = None) -> list[Org]:
         """Every organization to sync: the registered ones, and `default` from the environment when
@@ -108,6 +128,7 @@ class OrgRegistry:
         self._store.add(org)
 
     def remove(self, name: str) -> Org:
+        """Unregister `name`, even when its entry is invalid (the way out of a registry refused as read)."""
         removed = self._store.remove(name)
         if removed is None:
             raise SettingsError(f"organization {name!r} is not registered (commops orgs list)")
@@ -124,12 +145,14 @@ def _taken(orgs: list[Org], org: Org) -> SettingsError | None:
 
 
 def env_default_org(environment: dict[str, str] | None = None) -> Org | None:
-    """The organization `default` of the single-organization setup, or None when COMMOPS_BASE_URL is unset."""
+    """The organization `default` of the single-organization setup, or None when COMMOPS_BASE_URL is unset;
+    SettingsError when its address is invalid (checked_base_url)."""
     env = os.environ if environment is None else environment
     base_url = env.get(BASE_URL_ENV)
     if not base_url:
         return None
-    return Org(DEFAULT_ORG, base_url.rstrip("/"), API_KEY_ENV, env.get(ORGANIZATION_ID_ENV) or None)
+    url = checked_base_url(base_url, allow_insecure_http=insecure_http_allowed(env))
+    return Org(DEFAULT_ORG, url, API_KEY_ENV, env.get(ORGANIZATION_ID_ENV) or None)
 
 
 class _FileStore:
@@ -173,12 +196,16 @@ class _FileStore:
 
 
 class _PostgresStore:
-    """A table `commops_orgs` in Postgres (created when missing), for processes on several hosts."""
+    """A table `commops_orgs` in Postgres (created when missing, upgraded in place), for processes on
+    several hosts."""
 
     _TABLE = (
         "CREATE TABLE IF NOT EXISTS commops_orgs (name TEXT PRIMARY KEY, base_url TEXT NOT NULL, "
-        "api_key_env TEXT NOT NULL, organization_id TEXT UNIQUE)"
+        "api_key_env TEXT NOT NULL, organization_id TEXT UNIQUE, allow_insecure_http BOOLEAN NOT NULL DEFAULT FALSE)"
     )
+    # Added after the first schema: a table made before it gains the column.
+    _UPGRADE = "ALTER TABLE commops_orgs ADD COLUMN IF NOT EXISTS allow_insecure_http BOOLEAN NOT NULL DEFAULT FALSE"
+    _COLUMNS = "name, base_url, api_key_env, organization_id, allow_insecure_http"
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -191,35 +218,42 @@ class _PostgresStore:
             raise SettingsError(f"{ORGS_URL_ENV} is a Postgres URL: install the deploy extra (pip install -e '.[deploy]')") from None
         try:
             conn = psycopg2.connect(self.url)
-        except psycopg2.OperationalError as error:
-            raise SettingsError(f"{ORGS_URL_ENV}: cannot connect ({str(error).strip().splitlines()[0]})") from None
+        except psycopg2.Error as error:  # a malformed URL too (ProgrammingError), which libpq quotes
+            raise SettingsError(connection_error(ORGS_URL_ENV, self.url, error)) from None
         try:
             with conn, conn.cursor() as cursor:
-                cursor.execute(self._TABLE)
+                unchecked = self.url not in _CURRENT_SCHEMAS
+                if unchecked:  # once per process: ALTER TABLE locks the table even when it has the column
+                    cursor.execute(self._TABLE)
+                    cursor.execute(self._UPGRADE)
                 yield cursor
+            if unchecked:  # committed
+                _CURRENT_SCHEMAS.add(self.url)
         finally:
             conn.close()
 
     def read(self) -> list[Org]:
         with self._transaction() as cursor:
-            cursor.execute("SELECT name, base_url, api_key_env, organization_id FROM commops_orgs ORDER BY name")
+            cursor.execute(f"SELECT {self._COLUMNS} FROM commops_orgs ORDER BY name")
             return [Org(*row) for row in cursor.fetchall()]
 
     def add(self, org: Org) -> None:
         with self._transaction() as cursor:
             cursor.execute("LOCK TABLE commops_orgs IN EXCLUSIVE MODE")
-            cursor.execute("SELECT name, base_url, api_key_env, organization_id FROM commops_orgs")
+            cursor.execute(f"SELECT {self._COLUMNS} FROM commops_orgs")
             if (error := _taken([Org(*row) for row in cursor.fetchall()], org)) is not None:
                 raise error
-            cursor.execute("INSERT INTO commops_orgs VALUES (%s, %s, %s, %s)",
-                           (org.name, org.base_url, org.api_key_env, org.organization_id))
+            cursor.execute(f"INSERT INTO commops_orgs ({self._COLUMNS}) VALUES (%s, %s, %s, %s, %s)",
+                           (org.name, org.base_url, org.api_key_env, org.organization_id, org.allow_insecure_http))
 
     def remove(self, name: str) -> Org | None:
         with self._transaction() as cursor:
-            cursor.execute("DELETE FROM commops_orgs WHERE name = %s RETURNING name, base_url, api_key_env, organization_id",
-                           (name,))
+            cursor.execute(f"DELETE FROM commops_orgs WHERE name = %s RETURNING {self._COLUMNS}", (name,))
             row = cursor.fetchone()
             return None if row is None else Org(*row)
+
+
+_CURRENT_SCHEMAS: set[str] = set()  # registries whose table this process made current
 
 
 class OrgsResource(dg.ConfigurableResource):

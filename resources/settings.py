@@ -8,11 +8,14 @@ config or Dagster storage ever holds its value; `require_api_key` only checks it
 
 from __future__ import annotations
 
+import ipaddress
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from webhooks.inbox import DEFAULT_MAX_ATTEMPTS
@@ -22,6 +25,8 @@ BASE_URL_ENV = "COMMOPS_BASE_URL"
 API_KEY_ENV = "COMMOPS_API_KEY"
 DATA_DIR_ENV = "COMMOPS_DATA_DIR"
 TIMEZONE_ENV = "COMMOPS_TIMEZONE"
+# Plain http:// to a host other than loopback sends the API key in clear: refused unless this is true.
+ALLOW_INSECURE_HTTP_ENV = "COMMOPS_ALLOW_INSECURE_HTTP"
 # The Iceberg tables (resources/iceberg.py): the catalog's URL, read only as a dg.EnvVar (it may hold a password).
 ICEBERG_CATALOG_URL_ENV = "COMMOPS_ICEBERG_CATALOG_URL"
 ICEBERG_WAREHOUSE_ENV = "COMMOPS_ICEBERG_WAREHOUSE"
@@ -78,20 +83,55 @@ class Settings(BaseSettings):
         return checked_base_url(self.base_url)
 
 
-def checked_base_url(base_url: str | None) -> str:
-    """The service address, checked: set, http(s), ending in the version segment /v1 (without a
-    trailing /); SettingsError naming COMMOPS_BASE_URL otherwise. The commands check it before any
-    work; the API resource checks it again as a run starts, which is all a `dagster dev` run gets."""
+def checked_base_url(base_url: str | None, setting: str = BASE_URL_ENV, allow_insecure_http: bool | None = None,
+                     opt_in: str = f"{ALLOW_INSECURE_HTTP_ENV}=true") -> str:
+    """The service address, checked: set, http(s), without user or password, ending in the version
+    segment /v1 (without a trailing /), and https unless the host is loopback or plain http is opted
+    into (`allow_insecure_http`; None: COMMOPS_ALLOW_INSECURE_HTTP). SettingsError naming `setting`
+    otherwise, never echoing a user or password. Every base URL is checked here: the commands before
+    any work, the API resource again as a run starts (which is all a `dagster dev` run gets), the
+    registry as it is written and read."""
     if not base_url:
-        raise not_set(BASE_URL_ENV)
+        raise not_set(setting)
     url = base_url.rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise SettingsError(f"{BASE_URL_ENV}={base_url!r} is not an http(s) address")
+    not_http = SettingsError(f"{setting} is not an http(s) address (e.g. https://commops.example.com/v1)")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a port that is not a number)
+    except ValueError:
+        raise not_http from None
+    if "@" in parts.netloc:
+        raise SettingsError(f"{setting} must not hold a user or password (user:password@host): "
+                            "the service is authenticated by the API key's own variable")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise not_http  # not echoed: without a scheme, a user:password@ is not seen as one
     if not url.endswith("/v1"):
-        raise SettingsError(
-            f"{BASE_URL_ENV}={base_url} lacks the version segment: the address includes /v1 (e.g. {url}/v1)"
-        )
+        raise SettingsError(f"{setting}={base_url} lacks the version segment: the address includes /v1 (e.g. {url}/v1)")
+    if allow_insecure_http is None:
+        allow_insecure_http = insecure_http_allowed()
+    if parts.scheme == "http" and not allow_insecure_http and not is_loopback(parts.hostname):
+        raise SettingsError(f"{setting}={url}: plain http:// would send the API key unencrypted to "
+                            f"{parts.hostname}; use https://, or opt in with {opt_in}")
     return url
+
+
+def is_loopback(host: str) -> bool:
+    """localhost or a loopback address (127.0.0.0/8, ::1): traffic that never leaves the machine."""
+    if host.rstrip(".").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def insecure_http_allowed(environment: Mapping[str, str] | None = None) -> bool:
+    """COMMOPS_ALLOW_INSECURE_HTTP as a boolean (unset: false); SettingsError naming it when it is not one."""
+    value = (os.environ if environment is None else environment).get(ALLOW_INSECURE_HTTP_ENV) or "false"
+    try:
+        return TypeAdapter(bool).validate_python(value)
+    except ValidationError:
+        raise SettingsError(f"{ALLOW_INSECURE_HTTP_ENV}={value!r} is not a boolean (true or false)") from None
 
 
 def load_settings(**overrides: object) -> Settings:

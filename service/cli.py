@@ -87,6 +87,9 @@ def service() -> None:
 def run(db: Path, host: str, port: int, no_rate_limits: bool, extra_fields: bool, simulate_per_second: float | None,
         fault_seed: int | None, faults: tuple[str, ...], fault_slow_seconds: float | None) -> None:
     """Serve the API until interrupted: Ctrl-C or SIGTERM (settings also from COMMOPS_SERVICE_* variables)."""
+    from pydantic import ValidationError
+
+    from http_serving.proxies import proxy_options
     from http_serving.server import serve
     from http_serving.sockets import BindError, bind
     from service.app import create_app
@@ -111,7 +114,11 @@ def run(db: Path, host: str, port: int, no_rate_limits: bool, extra_fields: bool
             overrides[f"fault_{kind}_rate"] = float(rate)
         except ValueError:
             raise click.BadParameter(f"rate of {spec!r} must be a number", param_hint="--fault") from None
-    settings = ServiceSettings(**overrides)
+    try:
+        settings = ServiceSettings(**overrides)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        _fail(f"COMMOPS_SERVICE_{str(problem['loc'][0]).upper()}: {problem['msg'].removeprefix('Value error, ')}")
     created = not db.exists()
     _open_db(db)
     try:
@@ -122,7 +129,7 @@ def run(db: Path, host: str, port: int, no_rate_limits: bool, extra_fields: bool
         click.echo(f"Created an empty database at {db}: every key gets 401 until `commops service create-org` "
                    "and `create-key` add one (or `commops demo` seeds the default database)", err=True)
     click.echo(f"Serving http://{host}:{sock.getsockname()[1]}/v1 from {db}", err=True)
-    serve(create_app(settings), sock, log_level="info")
+    serve(create_app(settings), sock, log_level="info", **proxy_options(settings.forwarded_allow_ips))
 
 
 @service.command("create-org")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from http_serving.proxies import proxy_options
 from http_serving.server import ThreadedServer
 from service.app import create_app
 from service.settings import ServiceSettings
@@ -19,7 +20,7 @@ class ServiceServer(ThreadedServer):
 
     def __init__(self, settings: ServiceSettings, host: str = "127.0.0.1", port: int = 0,
                  log_level: str = "warning"):
-        super().__init__(host, port, log_level=log_level)
+        super().__init__(host, port, log_level=log_level, **proxy_options(settings.forwarded_allow_ips))
         self.settings = settings
         self.app = None
 

@@ -75,6 +75,11 @@ class ResourceSpec:
     def history_view(self) -> str:
         return f"{self.name}_history"
 
+    @property
+    def id_pattern(self) -> str:
+        """The regular expression a spec id of this resource matches whole (DuckDB's regexp_full_match)."""
+        return c.id_pattern(self.id_prefix)
+
     def walk_label(self, index: int) -> str:
         """The list's name in progress output and run metadata: `kols is_archived=false`, or `campaigns`."""
         if len(self.walks) == 1:

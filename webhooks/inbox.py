@@ -40,7 +40,8 @@ from pathlib import Path
 from commops_spec.constants import EVENTS
 from commops_spec.timestamps import format_timestamp, utc_now
 from webhooks.receiver.envelope import Envelope, parse_envelope
-from webhooks.inbox_stores import INBOX_URL_ENV, OPEN, InboxUnreachable, is_postgres_url, open_store, redacted
+from webhooks.inbox_stores import INBOX_URL_ENV, OPEN, InboxUnreachable, is_postgres_url, open_store
+from webhooks.postgres_urls import redacted
 
 INBOX_FILE = Path("inbox") / "webhooks.db"  # under the data directory (COMMOPS_DATA_DIR)
 DEFAULT_MAX_ATTEMPTS = 5  # failed applications before an event is quarantined (COMMOPS_EVENTS_MAX_ATTEMPTS)

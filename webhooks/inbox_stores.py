@@ -22,7 +22,8 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+
+from webhooks.postgres_urls import connection_error, redacted
 
 BUSY_TIMEOUT_MS = 30_000
 INBOX_URL_ENV = "COMMOPS_INBOX_URL"
@@ -66,13 +67,6 @@ class InboxUnreachable(RuntimeError):
 
 def is_postgres_url(location: str | Path) -> bool:
     return isinstance(location, str) and location.split("://", 1)[0] in POSTGRES_SCHEMES and "://" in location
-
-
-def redacted(url: str) -> str:
-    """`postgresql://HOST:PORT/DATABASE`: what may be logged of a URL (no user, no password, no options)."""
-    parts = urlsplit(url)
-    port = f":{parts.port}" if parts.port else ""
-    return f"postgresql://{parts.hostname or 'localhost'}{port}{parts.path or '/'}"
 
 
 class _Cursor:
@@ -224,9 +218,8 @@ class PostgresStore:
 
             try:
                 conn = psycopg2.connect(self.url, connect_timeout=10, application_name="commops-inbox")
-            except psycopg2.OperationalError as error:
-                first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                raise InboxUnreachable(f"{INBOX_URL_ENV}: cannot connect to {self.where} ({first})") from None
+            except psycopg2.Error as error:  # a malformed URL too (ProgrammingError), which libpq quotes
+                raise InboxUnreachable(connection_error(INBOX_URL_ENV, self.url, error)) from None
             self._local.conn = conn
         return conn
 

@@ -15,12 +15,12 @@ from datetime import timedelta
 from typing import Any
 
 from assets.analytics import read_published
-from sync.catalog import CAMPAIGNS, SIGNALS, ResourceSpec
+from sync.catalog import CAMPAIGNS, KOL_DETAILS, SIGNALS, ResourceSpec
 from sync.schemas import FETCHED_AT
 from webhooks.reshape import kol_list_shape, one_line
 from webhooks.routing import Plan
 from commops_spec.timestamps import format_timestamp, utc_now
-from resources.commops_api import ApiClient, ApiError, NotFoundError
+from resources.commops_api import ApiClient, ApiError, NotFoundError, item_path
 from resources.warehouse import WarehouseResource
 
 SIGNAL_OVERLAP = timedelta(hours=1)  # before the earliest published_at the batch's payloads state
@@ -64,7 +64,7 @@ def concerns_one_kol(error: ApiError) -> bool:
 def _refetch_kols(client: ApiClient, kol_ids: dict[str, bool], fetched: Fetched) -> None:
     """GET /v1/kols/{id} for every KOL, `client.max_concurrency` at a time, each outcome kept apart."""
     with ThreadPoolExecutor(max_workers=client.max_concurrency, thread_name_prefix="kol-refetch") as pool:
-        futures = {pool.submit(client.get, f"/kols/{kol_id}"): kol_id for kol_id in kol_ids}
+        futures = {pool.submit(client.get, item_path(KOL_DETAILS.path, id=kol_id)): kol_id for kol_id in kol_ids}
         try:
             for future in as_completed(futures):
                 kol_id = futures[future]

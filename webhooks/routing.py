@@ -2,7 +2,8 @@
 what must be refetched.
 
 An event that can never be applied is set aside here with its reason: a payload that is not an
-envelope (stored by an older receiver) or a kol.* event that names no KOL. A value inside `data`
+envelope (stored by an older receiver), a kol.* event that names no KOL, or an event naming a KOL by
+something that is not a KOL id of the spec (`kol_` and the opaque part): such an id is never fetched. A value inside `data`
 that cannot be read (an open's `occurred_at`, a signal's `published_at`) never sets an event aside:
 it is left out (NULL), counted, and kept as sent in `webhook_events.data`.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from commops_spec.constants import ID_PREFIXES, is_spec_id
 from commops_spec.timestamps import UnreadableTimestamp, read_timestamp
 from webhooks.receiver.envelope import Envelope, InvalidEnvelope
 from webhooks.inbox import InboxEvent
@@ -77,10 +79,15 @@ def plan_batch(events: list[InboxEvent]) -> Plan:
                 plan.never_applicable[event.id] = f"data.id must name the KOL (a string) in a {name} event"
                 continue
             named.append(data["id"])
-            plan.kol_ids[data["id"]] = plan.kol_ids.get(data["id"], False) or name == "kol.archived"
         if name in KOL_NAMING_EVENTS and (kol_id := plan.read_text(data.get("kol_id"))):
             named.append(kol_id)
-            plan.kol_ids.setdefault(kol_id, False)
+        if named and not is_spec_id(named[0], "kol"):
+            field = "data.id" if name in KOL_EVENTS else "data.kol_id"
+            plan.never_applicable[event.id] = (f"{field} {named[0][:80]!r} is not a KOL id ({ID_PREFIXES['kol']} followed "
+                                               "by letters, digits, _ or -): it is never fetched")
+            continue
+        for kol_id in named:
+            plan.kol_ids[kol_id] = plan.kol_ids.get(kol_id, False) or name == "kol.archived"
         if name.startswith("campaign."):
             plan.campaigns = True
         if name in SIGNAL_EVENTS:

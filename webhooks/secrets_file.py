@@ -1,5 +1,6 @@
 """Writing the receiver's secrets file ($COMMOPS_DATA_DIR/webhook-secrets.json, mode 0600, a JSON
-object keyed by webhook id), for `commops webhooks`: atomically, so the receiver (signatures.py,
+object keyed by webhook id: {"secret", "url", "organization_id" when bound, "accept_until" once
+deleted}), for `commops webhooks`: atomically, so the receiver (signatures.py,
 which re-reads it when it changes) sees the old file or the new one, never half of one."""
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ def store_secret(path: Path, key: str, secret: str, **details: Any) -> None:
     entries = _read_raw(path)
     entries[key] = {"secret": secret, **details}
     _write_raw(path, entries)
+
+
+def bound_organization(path: Path, key: str) -> str | None:
+    """The organization id `key`'s secret is bound to (None: unbound, or no such key)."""
+    entry = _read_raw(path).get(key)
+    return entry.get("organization_id") if isinstance(entry, dict) else None
 
 
 def rename_secret(path: Path, old_key: str, new_key: str) -> None:

@@ -5,7 +5,9 @@ SubscriptionError with one line saying what to do, e.g. `403: this key lacks sco
 
 `register` generates the secret here (256 random bits), writes it to the secrets file the
 receiver reads ($COMMOPS_DATA_DIR/webhook-secrets.json, mode 0600) *before* registering,
-so the very first delivery already verifies; the secret is never printed or logged.
+so the very first delivery already verifies; the secret is never printed or logged. A webhook of a
+registered organization (`Subscriptions.for_org`) is managed with that organization's service and key,
+and its secret is bound to its organization id: the receiver accepts it for that organization's events only.
 """
 
 from __future__ import annotations
@@ -15,12 +17,23 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from resources.commops_api import item_path
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, load_settings, require_api_key
-from webhooks.secrets_file import forget_secret, generate_secret, rename_secret, retire_secret, store_secret
+from webhooks.secrets_file import (
+    bound_organization,
+    forget_secret,
+    generate_secret,
+    rename_secret,
+    retire_secret,
+    store_secret,
+)
+
+if TYPE_CHECKING:
+    from resources.orgs import Org
 
 # A deleted webhook's secret stays accepted this long: the service lets attempts already in
 # flight finish (each has a 10 s deadline by default), and they must not be refused.
@@ -37,8 +50,11 @@ class SubscriptionError(RuntimeError):
 class Subscriptions:
     """Calls the webhook endpoints; `Subscriptions.from_env()` reads COMMOPS_BASE_URL and COMMOPS_API_KEY."""
 
-    def __init__(self, base_url: str, api_key: str, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, api_key: str, timeout: float = 30.0, api_key_env: str = API_KEY_ENV,
+                 organization_id: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.organization_id = organization_id  # new secrets are bound to it
+        self._api_key_env = api_key_env  # named in messages: where the key came from
         self._client = httpx.Client(
             base_url=self.base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout
         )
@@ -53,6 +69,18 @@ class Subscriptions:
             raise SubscriptionError(str(exc)) from None
         return cls(base_url, os.environ[API_KEY_ENV])
 
+    @classmethod
+    def for_org(cls, org: Org) -> Subscriptions:
+        """The service of a registered organization, with the key in its variable; SubscriptionError when
+        the organization has no organization id (its secret could not be bound) or its key is not set."""
+        if not org.organization_id:
+            raise SubscriptionError(f"organization {org.name} has no organization id, so its secret cannot be bound "
+                                    f"to it: register it with --organization-id org_... (commops orgs add)")
+        try:
+            return cls(org.base_url, org.api_key(), api_key_env=org.api_key_env, organization_id=org.organization_id)
+        except SettingsError as exc:
+            raise SubscriptionError(str(exc)) from None
+
     def close(self) -> None:
         self._client.close()
 
@@ -62,11 +90,15 @@ class Subscriptions:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def register(self, url: str, events: list[str], secrets_file: Path) -> dict[str, Any]:
-        """Register `url` for `events` with a fresh secret stored in `secrets_file`; the webhook record."""
+    def register(self, url: str, events: list[str], secrets_file: Path,
+                 organization_id: str | None = None) -> dict[str, Any]:
+        """Register `url` for `events` with a fresh secret stored in `secrets_file`, bound to `organization_id`
+        (default: this service's organization, when it is a registered organization's); the webhook record."""
         secret = generate_secret()
         provisional = f"registering-{uuid.uuid4().hex}"
-        store_secret(secrets_file, provisional, secret, url=url)
+        organization_id = organization_id or self.organization_id
+        bound = {"organization_id": organization_id} if organization_id else {}
+        store_secret(secrets_file, provisional, secret, url=url, **bound)
         try:
             created = self._call("POST", "/webhooks", json={"url": url, "events": events, "secret": secret})
         except BaseException:
@@ -100,29 +132,30 @@ class Subscriptions:
             body["enabled"] = enabled
         if not body:
             raise SubscriptionError("nothing to update: pass --events and/or --enable/--disable")
-        return self._call("PATCH", f"/webhooks/{webhook_id}", json=body)
+        return self._call("PATCH", item_path("/webhooks/{id}", id=webhook_id), json=body)
 
     def delete(self, webhook_id: str, secrets_file: Path | None = None,
                grace_seconds: float = DEFAULT_GRACE_SECONDS) -> None:
         """Delete the webhook (its queued deliveries are cancelled); its secret stays accepted
         for `grace_seconds` (attempts in flight), then leaves the secrets file."""
-        self._call("DELETE", f"/webhooks/{webhook_id}")
+        self._call("DELETE", item_path("/webhooks/{id}", id=webhook_id))
         if secrets_file is not None:
             retire_secret(secrets_file, webhook_id, grace_seconds)
 
     def test(self, webhook_id: str, event: str) -> dict[str, Any]:
-        return self._call("POST", f"/webhooks/{webhook_id}/test", json={"event": event})
+        return self._call("POST", item_path("/webhooks/{id}/test", id=webhook_id), json={"event": event})
 
     def oldest_pending_delivery(self, webhook_id: str) -> dict[str, Any] | None:
         """The oldest delivery of the webhook still waiting to be sent (None: nothing waits)."""
         params = {"status": "pending", "per_page": 100}
-        first = self._call("GET", f"/webhooks/{webhook_id}/deliveries", params={**params, "page": 1}, whole=True)
+        deliveries = item_path("/webhooks/{id}/deliveries", id=webhook_id)
+        first = self._call("GET", deliveries, params={**params, "page": 1}, whole=True)
         total = first["meta"]["total"]
         if not total:
             return None
         last_page = math.ceil(total / 100)
         body = first if last_page == 1 else self._call(
-            "GET", f"/webhooks/{webhook_id}/deliveries", params={**params, "page": last_page}, whole=True)
+            "GET", deliveries, params={**params, "page": last_page}, whole=True)
         items = body["data"] or first["data"]
         return min(items, key=lambda d: d["created_at"]) if items else None
 
@@ -134,10 +167,10 @@ class Subscriptions:
         2. wait until the old webhook has no pending delivery created before the new one
            (every later event is also queued for the new webhook), at most `timeout` s;
         3. delete the old webhook; its secret stays accepted for `grace_seconds` more.
-        Returns the new webhook record.
+        The new secret is bound to the old one's organization, if any. Returns the new webhook record.
         """
         old = self.get(webhook_id)
-        new = self.register(old["url"], old["events"], secrets_file)
+        new = self.register(old["url"], old["events"], secrets_file, bound_organization(secrets_file, webhook_id))
         deadline = time.monotonic() + timeout
         while True:
             oldest = self.oldest_pending_delivery(webhook_id)
@@ -160,7 +193,7 @@ class Subscriptions:
         except httpx.HTTPError as exc:
             raise SubscriptionError(f"cannot reach {url}: {exc.__class__.__name__}: {exc}; check {BASE_URL_ENV}") from None
         if response.status_code >= 400:
-            raise SubscriptionError(_explain(response, method, url))
+            raise SubscriptionError(_explain(response, method, url, self._api_key_env))
         try:
             body = response.json()
         except ValueError:
@@ -169,7 +202,7 @@ class Subscriptions:
         return body if whole else body["data"]
 
 
-def _explain(response: httpx.Response, method: str, url: str) -> str:
+def _explain(response: httpx.Response, method: str, url: str, api_key_env: str = API_KEY_ENV) -> str:
     status = response.status_code
     try:
         error = response.json().get("error") or {}
@@ -178,7 +211,7 @@ def _explain(response: httpx.Response, method: str, url: str) -> str:
     details = error.get("details") or {}
     message = error.get("message") or response.reason_phrase
     if status == 401:
-        return f"API key rejected (401) by {url}: check {API_KEY_ENV}"
+        return f"API key rejected (401) by {url}: check {api_key_env}"
     if status == 403:
         scope = details.get("required_scope") or "webhooks:write"
         return f"403: this key lacks scope {scope}"

@@ -1,6 +1,7 @@
 """Client for the Commercial Operations API: paging, one shared rate budget, retries, completeness checks."""
 
 from ._client import ApiClient
+from ._paths import item_path
 from ._paging import Listing, ListingReport, ListSource, Page, Walk
 from ._errors import (
     ApiError,
@@ -28,4 +29,5 @@ __all__ = [
     "RequestStats",
     "ScopeError",
     "Walk",
+    "item_path",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import tenacity
 
-from commops_spec.constants import SCOPES
+from commops_spec.constants import SCOPES, is_spec_id
 from resources.settings import API_KEY_ENV, BASE_URL_ENV
 
 from ._errors import (
@@ -25,6 +25,7 @@ from ._errors import (
     NotFoundError,
     ScopeError,
 )
+from ._paths import item_path
 from ._paging import Fetched, ListSource, ListWalk, Listing, Page, ProgressCallback, Undecoded, Walk
 from ._rate import RateBudget
 from ._stats import RequestStats
@@ -295,11 +296,13 @@ class ApiClient:
         return decode
 
     def _settler(self, lookup_path: str) -> Callable[[list[str]], dict[str, str]]:
-        """ids -> {id: "gone" (404), "archived" (the object says is_archived) or "present"}."""
+        """ids -> {id: "gone" (404), "archived" (the object says is_archived) or "present"}; an id that is
+        not a spec id is never looked up and left out (it stays unsettled)."""
 
         def settle(ids: list[str]) -> dict[str, str]:
-            paths = {lookup_path.format(id=item_id): item_id for item_id in ids}
-            states = dict.fromkeys(ids, "gone")
+            fetchable = [item_id for item_id in ids if is_spec_id(item_id)]
+            paths = {item_path(lookup_path, id=item_id): item_id for item_id in fetchable}
+            states = dict.fromkeys(fetchable, "gone")
             for found, data in self.get_many(list(paths), skip_missing=True):
                 states[paths[found]] = "archived" if data.get("is_archived") is True else "present"
             return states

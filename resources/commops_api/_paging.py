@@ -627,6 +627,9 @@ class Listing:
                 continue
             states = self.settle(sorted(vanished))
             self._looked_up += len(states)
+            unsettled = vanished - states.keys()  # ids the settler may not look up
+            if unsettled:
+                self._in_flux.setdefault("seen_then_missing", set()).update(unsettled)
             for item_id, state in states.items():
                 if state == "gone":
                     self._gone.add(item_id)

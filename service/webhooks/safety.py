@@ -21,10 +21,42 @@ class AddressRefused(httpcore.ConnectError):
     """The receiver's host resolves to an address deliveries may not reach."""
 
 
+# NAT64 (RFC 6052): the well-known prefix carries an IPv4 address in its last 32 bits. The local-use
+# prefix (RFC 8215) is an operator's own translator, and where the IPv4 address sits in it depends on
+# the prefix length the operator chose: a receiver is never reached through it.
+NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")
+NAT64_LOCAL_USE = ipaddress.IPv6Network("64:ff9b:1::/48")
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated (RFC 4291), still routed by some stacks
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address carries: IPv4-mapped, IPv4-compatible, NAT64 (well-known
+    prefix), 6to4, Teredo (server and client); () when it carries none."""
+    if ip.ipv4_mapped is not None:
+        return (ip.ipv4_mapped,)
+    if ip.sixtofour is not None:
+        return (ip.sixtofour,)
+    if ip.teredo is not None:
+        return ip.teredo
+    if ip in NAT64_WELL_KNOWN or ip in IPV4_COMPATIBLE:
+        return (ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF),)
+    return ()
+
+
 def is_public(address: str) -> bool:
+    """Whether deliveries may go to `address`: a global unicast address. An IPv6 address carrying an
+    IPv4 address is judged by the IPv4 address inside, which is where its packets end up."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in NAT64_LOCAL_USE:
+            return False
+        inner = embedded_ipv4(ip)
+        if inner:
+            return all(_global_unicast(v4) for v4 in inner)
+    return _global_unicast(ip)
+
+
+def _global_unicast(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return ip.is_global and not ip.is_multicast
 
 

@@ -74,6 +74,12 @@ def resource_for(standin: SalesforceStandIn, **overrides) -> SalesforceResource:
     return SalesforceResource(**settings)
 
 
+def salesforce_env(standin: SalesforceStandIn) -> dict[str, str]:
+    """The SALESFORCE_* variables that reach the stand-in (for reconcile_against and the commops CLI)."""
+    return {"SALESFORCE_LOGIN_URL": standin.login_url, "SALESFORCE_USERNAME": USERNAME, "SALESFORCE_PASSWORD": PASSWORD,
+            "SALESFORCE_SECURITY_TOKEN": TOKEN, "SALESFORCE_CA_BUNDLE": str(standin.ca_bundle_path)}
+
+
 def raw_client(standin: SalesforceStandIn) -> Salesforce:
     """simple-salesforce itself, logged in the way SalesforceResource does it."""
     session = requests.Session()

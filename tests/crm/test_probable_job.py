@@ -15,7 +15,7 @@ import pytest
 
 from crm.salesforce_standin import SalesforceStandIn
 from crm.salesforce_standin.discrepancies import PROBABLE_KINDS, plant_probable_matches
-from tests.crm.conftest import PASSWORD, TOKEN, USERNAME
+from tests.crm.conftest import PASSWORD, TOKEN, USERNAME, salesforce_env
 from tests.crm.support import reconcile_against, rows
 
 
@@ -30,8 +30,7 @@ def org(data_dir: Path, tmp_path: Path) -> Iterator[tuple[dict[str, str], Salesf
     standin.start()
     ids = dict(zip([c["Id"] for c in contacts],
                    standin.add_contacts({k: v for k, v in c.items() if k not in ("Id", "LastModifiedDate")} for c in contacts)))
-    env = {"SALESFORCE_LOGIN_URL": standin.login_url, "SALESFORCE_USERNAME": USERNAME, "SALESFORCE_PASSWORD": PASSWORD,
-           "SALESFORCE_SECURITY_TOKEN": TOKEN, "SALESFORCE_CA_BUNDLE": str(standin.ca_bundle_path)}
+    env = salesforce_env(standin)
     yield (env, standin, {kind: (kol, ids[crm]) for kind, (kol, crm) in planted.items()},
            {ids[crm]: kol for crm, kol in namesakes.items()})
     standin.stop()

@@ -170,3 +170,17 @@ def test_one_run_says_its_trend_starts_later_and_a_csv_crm_has_no_write_back(tmp
     assert "One run so far: the trend shows from the second run on." in text and "<svg" not in text
     assert 'id="plan-readonly"' in text and "--apply would create" not in text
     assert "/lightning/r/Contact/" not in text
+
+
+def test_the_page_shows_hostile_names_as_text(tmp_path):
+    kols, contacts, _ = planted(seed=2, n=30)
+    kols[0]["full_name"] = '<script>alert("kol")</script>'
+    kols[1]["full_name"] = '=HYPERLINK("http://evil.example/x","click")'
+    conn = duckdb.connect()
+    load(conn, kols, contacts)
+    reconcile(conn, "kols", "contacts", run_id="only")
+    _, html_path = write_reports(conn, tmp_path / "reports")
+    text = html_path.read_text(encoding="utf-8")
+    assert "&lt;script&gt;alert(&#34;kol&#34;)&lt;/script&gt;" in text and '<script>alert("kol")' not in text
+    assert "=HYPERLINK(&#34;http://evil.example/x&#34;,&#34;click&#34;)" in text
+    assert 'href="http://evil' not in text and '"http://evil' not in text

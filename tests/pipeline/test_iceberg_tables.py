@@ -151,6 +151,9 @@ def test_one_iceberg_setting_without_the_other_or_an_unreachable_catalog_is_one_
     with pytest.raises(SettingsError, match=f"^{ICEBERG_CATALOG_URL_ENV}=postgresql\\+psycopg2://u:\\*\\*\\*@.*catalog unreachable") as error:
         open_catalog(f"postgresql://u:secret@127.0.0.1:{free_port()}/db", "s3://bucket/tables")
     assert "secret" not in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(SettingsError, match=f"^{ICEBERG_CATALOG_URL_ENV} is not a database URL") as error:
+        open_catalog("postgresql://u:secret@127.0.0.1:port/db", "s3://bucket/tables")  # a port that is not a number
+    assert "secret" not in str(error.value)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ webhook routing by organization, and a single-organization data directory adopte
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -81,6 +82,30 @@ def test_orgs_add_list_remove_and_bad_input_get_one_line(tmp_path):
     assert gone == "commops orgs remove failed: organization 'beta' is not registered (commops orgs list)"
     unknown = one_line(commops("sync", "--org", "beta", "--data-dir", data, env=env))
     assert "unknown organization 'beta'" in unknown and "known: acme" in unknown
+
+
+@pytest.mark.parametrize(("name", "organization_id", "refused"), [
+    ("nl\n", None, "organization name 'nl\\n'"),
+    ("acme", "org_x\n", "--organization-id 'org_x\\n'"),
+])
+def test_orgs_add_refuses_a_name_or_organization_id_ending_in_a_newline(tmp_path, name, organization_id, refused):
+    data = tmp_path / "data"
+    extra = ["--organization-id", organization_id] if organization_id else []
+    line = one_line(commops("orgs", "add", name, "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "ACME_KEY",
+                            *extra, "--data-dir", str(data), env={"ACME_KEY": "k"}))
+    assert line.startswith(f"commops orgs add failed: {refused}"), line
+    assert not (data / "orgs.json").exists()
+
+
+def test_a_registry_edited_by_hand_with_a_bad_name_is_refused_as_read_in_one_line(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "orgs.json").write_text(json.dumps({"orgs": [
+        {"name": "../evil\n", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "ACME_KEY"}]}))
+    line = one_line(commops("orgs", "list", "--data-dir", str(data), env={}))
+    assert line == (f"commops orgs list failed: {data / 'orgs.json'} holds an invalid organization (organization name "
+                    "'../evil\\n': use 1-63 lower-case letters, digits, _ or -, starting with a letter or digit (it "
+                    "names a partition and a lake folder)): fix or remove it")
 
 
 # -- two organizations, two servers ---------------------------------------------------------------

@@ -231,7 +231,7 @@ def test_health_answers_with_the_number_of_secrets_not_the_secrets(make_receiver
     rx = make_receiver(secrets=f"{SECRET},other-{'d' * 20}")
     response = client.get(rx.base_url + "/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "secrets": 2}
+    assert response.json() == {"status": "ok", "secrets": 2, "unverified_bytes": 0, "refused": {}}
     assert SECRET not in response.text
 
 
@@ -246,8 +246,21 @@ def test_secrets_never_reach_the_log(make_receiver, client, caplog) -> None:
     with caplog.at_level("DEBUG"):
         post_signed(client, rx.url, envelope(), secret="wrong-" + "e" * 30)
         post_signed(client, rx.url, envelope())
-    assert "refused a delivery" in caplog.text
+    assert "deliveries refused: 1 (1 invalid_signature) from 127.0.0.1" in caplog.text
     assert SECRET not in caplog.text and "wrong-" not in caplog.text
+
+
+@pytest.mark.parametrize(("forwarded_allow_ips", "logged"), [("", "127.0.0.1"), ("127.0.0.1", "203.0.113.9")])
+def test_x_forwarded_for_names_the_client_only_from_a_named_proxy(make_receiver, client, caplog, forwarded_allow_ips,
+                                                                  logged) -> None:
+    rx = make_receiver(forwarded_allow_ips=forwarded_allow_ips)
+    body = body_of(envelope())
+    with caplog.at_level("WARNING", logger="webhooks.receiver"):
+        refused = client.post(rx.url, content=body, headers={**signed_headers("wrong-" + "e" * 30, body),
+                                                             "X-Forwarded-For": "203.0.113.9"})
+    assert refused.status_code == 401
+    [line] = [r.getMessage() for r in caplog.records if "refused a delivery" in r.getMessage()]
+    assert line.startswith(f"refused a delivery from {logged}:"), line
 
 
 def test_the_receiver_restarts_over_the_same_inbox(make_receiver, client, tmp_path: Path) -> None:

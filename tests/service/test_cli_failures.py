@@ -15,9 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def commops(*args: str, data_dir: Path, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def commops(*args: str, data_dir: Path, cwd: Path, timeout: float = 60,
+            env_overrides: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("COMMOPS_")}
-    env.update(PYTHONPATH=str(ROOT), COMMOPS_DATA_DIR=str(data_dir))
+    env.update(PYTHONPATH=str(ROOT), COMMOPS_DATA_DIR=str(data_dir), **(env_overrides or {}))
     return subprocess.run([sys.executable, "-m", "commops_cli", "service", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
@@ -91,3 +92,9 @@ def test_demo_key_without_a_demo_says_to_run_it(tmp_path):
     result = commops("demo-key", data_dir=tmp_path / "data", cwd=tmp_path)
     credentials = tmp_path / "data" / "service" / "demo-credentials.json"
     assert_one_line_failure(result, "demo-key", f"no demo credentials at {credentials}: run `commops demo` first")
+
+
+def test_run_refuses_a_trusted_proxy_that_is_not_an_address(tmp_path):
+    result = commops("run", "--port", "0", data_dir=tmp_path / "data", cwd=tmp_path,
+                     env_overrides={"COMMOPS_SERVICE_FORWARDED_ALLOW_IPS": "10.0.0.5,proxy.internal"})
+    assert_one_line_failure(result, "run", "COMMOPS_SERVICE_FORWARDED_ALLOW_IPS: 'proxy.internal' is not an IP address")

@@ -151,3 +151,33 @@ def test_failed_authentication_beyond_its_address_budget_is_429_with_retry_after
         assert int(last.headers["retry-after"]) >= 1 and last.headers["x-ratelimit-remaining"] == "0"
     assert 429 in {answer.status_code for answer in answers} or any(
         a.headers["x-ratelimit-reset"] != first.headers["x-ratelimit-reset"] for a in answers)
+
+
+# A window far longer than the test: no window boundary falls between exhausting a bucket and the next request.
+LONG_WINDOW = 10**9
+
+
+def exhaust_the_unauthenticated_budget(base_url: str, forwarded_for: str) -> None:
+    with httpx.Client(base_url=base_url, headers={"X-Forwarded-For": forwarded_for}) as client:
+        rejected, _ = burst_until_429(client, 60)
+    error_of(rejected, 429, "rate_limited")
+
+
+def test_a_local_client_cannot_pick_its_rate_limit_bucket_with_x_forwarded_for(tmp_path):
+    """By default no peer is a trusted proxy, 127.0.0.1 included (uvicorn's own default trusts it)."""
+    settings = ServiceSettings(db=tmp_path / "service.db", rate_window_seconds=LONG_WINDOW)
+    with ServiceServer(settings) as server:
+        exhaust_the_unauthenticated_budget(server.base_url, "203.0.113.9")
+        another = httpx.get(f"{server.base_url}/products", headers={"X-Forwarded-For": "198.51.100.7"})
+    error_of(another, 429, "rate_limited")  # the same bucket: the connection's own address
+
+
+def test_x_forwarded_for_from_a_named_proxy_picks_the_clients_bucket(tmp_path):
+    settings = ServiceSettings(db=tmp_path / "service.db", rate_window_seconds=LONG_WINDOW,
+                               forwarded_allow_ips="127.0.0.1")
+    with ServiceServer(settings) as server:
+        exhaust_the_unauthenticated_budget(server.base_url, "203.0.113.9")
+        another = httpx.get(f"{server.base_url}/products", headers={"X-Forwarded-For": "198.51.100.7"})
+        again = httpx.get(f"{server.base_url}/products", headers={"X-Forwarded-For": "203.0.113.9"})
+    error_of(another, 401, "unauthorized")  # a client of its own behind the proxy
+    error_of(again, 429, "rate_limited")

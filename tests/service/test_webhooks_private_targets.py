@@ -36,9 +36,11 @@ REFUSED_URLS = [
     "http://0x7f000001/x",
     "http://127.0.0.1./x",  # trailing dot
 ]
+# IPv6 addresses carrying 127.0.0.1: NAT64, 6to4 and IPv4-compatible
+EMBEDDED_LOOPBACK_URLS = ["http://[64:ff9b::7f00:1]/x", "http://[2002:7f00:1::]/x", "http://[::127.0.0.1]/x"]
 
 
-@pytest.mark.parametrize("url", REFUSED_URLS)
+@pytest.mark.parametrize("url", REFUSED_URLS + EMBEDDED_LOOPBACK_URLS)
 def test_private_targets_are_refused_at_registration_by_default(api, url):
     """`api` is the shared service with default webhook settings."""
     details = error_of(api.post("/webhooks", json={"url": url, "events": ["kol.created"]}), 400, "invalid_request")
@@ -63,6 +65,17 @@ def test_a_target_registered_while_allowed_is_refused_by_test_once_the_opt_in_is
     assert "response_excerpt" not in response.text and rx.at("/internal") == []  # never contacted, nothing echoed
 
 
+@pytest.mark.parametrize("url", EMBEDDED_LOOPBACK_URLS)
+def test_test_refuses_an_ipv6_address_carrying_a_loopback_ipv4_one(tmp_path, url):
+    db = tmp_path / "service.db"
+    with webhook_service(db, webhook_allow_private=True) as allowed, allowed.client() as client:
+        webhook = client.post("/webhooks", json={"url": url, "events": ["kol.created"]}).json()["data"]
+    with webhook_service(db, webhook_allow_private=False) as refused, refused.client(allowed.key) as client:
+        response = client.post(f"/webhooks/{webhook['id']}/test", json={"event": "kol.created"})
+    details = error_of(response, 400, "invalid_request")
+    assert details["field"] == "url" and details["reason"] == "private_address"
+
+
 def test_the_opt_in_allows_loopback_receivers(tmp_path, rx):
     with webhook_service(tmp_path / "service.db", webhook_allow_private=True) as service, service.client() as client:
         created = client.post("/webhooks", json={"url": rx.url("/ok"), "events": ["kol.created"]})
@@ -82,3 +95,15 @@ def test_the_delivery_worker_refuses_loopback_receivers_by_default(service_db, r
     assert first["error"].startswith("address_refused") and first["status_code"] is None
     assert first["response_excerpt"] is None
     assert receiver.at("/internal") == []
+
+
+@pytest.mark.parametrize("host", ["[::127.0.0.1]", "[64:ff9b::7f00:1]", "[2002:7f00:1::]"])
+def test_the_delivery_worker_refuses_ipv6_addresses_carrying_a_loopback_ipv4_one(service_db, receiver, host):
+    """Checked on the address connected to: the attempt ends before any connection is tried."""
+    webhook_id = add_webhook(service_db, f"http://{host}:{receiver.port}/internal")
+    with running_worker(service_db.config(allow_private=False)):
+        emit(service_db)
+        wait_until(lambda: deliveries(service_db, webhook_id)[0]["attempts"])
+    first = deliveries(service_db, webhook_id)[0]["attempts"][0]
+    assert first["error"].startswith("address_refused"), first["error"]
+    assert first["status_code"] is None and first["response_excerpt"] is None

@@ -77,8 +77,8 @@ class SpecServer(ThreadedServer):
     def create_kols(self, n: int) -> list[str]:
         return self.state.create("kols", n)
 
-    def create(self, resource: str, n: int, *, stamped_ahead: float = 0.0) -> list[str]:
-        return self.state.create(resource, n, stamped_ahead=stamped_ahead)
+    def create(self, resource: str, n: int, *, stamped_ahead: float = 0.0, ids: tuple[str, ...] = ()) -> list[str]:
+        return self.state.create(resource, n, stamped_ahead=stamped_ahead, ids=ids)
 
     def active_kol_ids(self) -> list[str]:
         return self.state.active_kol_ids()

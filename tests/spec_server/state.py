@@ -97,14 +97,16 @@ class SpecState:
 
     # -- mutations (the tests' Python API) -----------------------------------------------------
 
-    def create(self, resource: str, n: int, *, stamped_ahead: float = 0.0) -> list[str]:
+    def create(self, resource: str, n: int, *, stamped_ahead: float = 0.0, ids: tuple[str, ...] = ()) -> list[str]:
         """`n` new records created now (server clock); returns their ids. `stamped_ahead` seconds are
-        added to their timestamps only (a database clock ahead of the web tier's Date header)."""
+        added to their timestamps only (a database clock ahead of the web tier's Date header). The first
+        records take `ids` when given (any string: what a server that breaks the spec's id form sends)."""
         with self.lock:
             now = self.now() + timedelta(seconds=stamped_ahead)
-            ids = [self._new(resource, now)["id"] for _ in range(n)]
-            self._log("created", resource, ids)
-            return ids
+            chosen = [*ids, *(None for _ in range(n - len(ids)))]
+            made = [self._new(resource, now, item_id)["id"] for item_id in chosen]
+            self._log("created", resource, made)
+            return made
 
     def archive_kols(self, ids: list[str]) -> None:
         with self.lock:
@@ -212,9 +214,9 @@ class SpecState:
             if item_id not in self._records[resource]:
                 return item_id
 
-    def _new(self, resource: str, created: datetime) -> dict[str, Any]:
+    def _new(self, resource: str, created: datetime, item_id: str | None = None) -> dict[str, Any]:
         builder = {"kols": self._kol, "campaigns": self._campaign, "products": self._product, "signals": self._signal}[resource]
-        record = builder(self._new_id(resource), created)
+        record = builder(item_id or self._new_id(resource), created)
         if self.naive_timestamps and self._rng.random() < self.naive_timestamps:
             _without_zone(record)
         self._records[resource][record["id"]] = record

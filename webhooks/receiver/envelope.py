@@ -50,6 +50,8 @@ def parse_envelope(body: bytes) -> Envelope:
         raise InvalidEnvelope("the body is not UTF-8") from None
     except ValueError:
         raise InvalidEnvelope("the body is not valid JSON") from None
+    except RecursionError:  # arrays or objects nested deeper than the parser's stack allows
+        raise InvalidEnvelope("the body nests arrays or objects too deeply to be read") from None
     if not isinstance(fields, dict):
         raise InvalidEnvelope("the body must be a JSON object")
     missing = [name for name in _REQUIRED if name not in fields]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 from starlette.applications import Starlette
 
+from http_serving.proxies import proxy_options
 from http_serving.server import ThreadedServer
 from webhooks.receiver.app import HEALTH_PATH, WEBHOOK_PATH, create_app
 from webhooks.receiver.committer import GroupCommitter
@@ -35,7 +36,7 @@ class ReceiverServer(ThreadedServer):
 
     def __init__(self, settings: ReceiverSettings, host: str = "127.0.0.1", port: int = 0,
                  app: Starlette | None = None) -> None:
-        super().__init__(host, port)
+        super().__init__(host, port, **proxy_options(settings.forwarded_allow_ips))
         self.settings = settings
         self._app = app
 
