@@ -17,7 +17,7 @@ PAGES = ["README.md", "CHANGELOG.md", *sorted(str(p.relative_to(ROOT)) for p in 
 CODE_SUFFIXES = {".py", ".j2", ".toml"}
 SKIPPED_DIRS = {".venv", ".git", "data", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache"}
 EXPLICIT_ID = re.compile(r"""<a\s+(?:id|name)=["']([^"']+)["']""")
-NAMED_ANCHOR = re.compile(r"(?<![\w/.(-])(docs/[A-Za-z0-9_.-]+\.md)#([A-Za-z0-9_-]+)")  # not a link's or URL's
+NAMED_ANCHOR = re.compile(r"(?<![\w/.-])(docs/[A-Za-z0-9_.-]+\.md)#([A-Za-z0-9_-]+)")  # not inside a URL
 MARKDOWN = MarkdownIt("commonmark").enable("table")
 
 
