@@ -1,5 +1,5 @@
 """Every link into the docs reaches its file and its heading: relative links in docs/, README.md and CHANGELOG.md,
-and `docs/<page>.md#<anchor>` named in code, templates or pyproject. An anchor is a heading's slug by GitHub's rule
+and `docs/<page>.md#<anchor>` written out in code, templates, pyproject or the docs' prose. An anchor is a heading's slug by GitHub's rule
 (lower case, punctuation dropped, spaces to hyphens, `-1`, `-2` for repeats) or an explicit `<a id="...">`."""
 
 from __future__ import annotations
