@@ -73,7 +73,7 @@ def _out_of_memory(error: duckdb.Error) -> bool:
 def _merge_and_check(spec: ResourceSpec, org: str, snapshot_date: str, lake: LakeResource, warehouse: WarehouseResource,
                      log: Any, threads: int, memory_limit: str) -> Merged:
     started = time.monotonic()
-    # A lake on object storage: the committed file, downloaded for the block (docs/spec-decisions.md, #lake-on-s3).
+    # A lake on object storage: the committed file, downloaded for the block (docs/spec-decisions.md#lake-on-s3).
     with (lake.local_snapshot(org, spec.name, snapshot_date) as path,
           warehouse.writer(log, threads=threads, memory_limit=memory_limit) as session):
         snapshot = read_parquet(path)

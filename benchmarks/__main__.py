@@ -13,7 +13,7 @@ Seeds the local service at --kols KOLs (campaigns, products, signals and events 
 nightly_sync.py: 5% / 0.5% / 100% / 2% of the KOLs), serves it in a child process that counts every
 request it receives (benchmarks/counting.py), then runs the benchmarks chosen with --only:
 
-  compare     our full sync (`run_sync`, KOL details off), the peers at their best (issue 22): dlt's
+  compare     our full sync (`run_sync`, KOL details off), the peers at their best: dlt's
               rest_api pipeline (benchmarks/peer_dlt.py: parallelized resources, workers for 2 cores,
               the last page known from the first) once per loader file format of --dlt-format (default
               parquet, which dlt's DuckDB page suggests), and PyAirbyte's declarative source
@@ -651,7 +651,7 @@ def machine() -> dict:
             "versions": versions}
 
 
-FLOOR_AIM = 1.15  # our sync's wall time over the bare fetch loop's (issue 22)
+FLOOR_AIM = 1.15  # our sync's wall time over the bare fetch loop's
 
 
 def aims(results: dict) -> list[tuple[str, str, str]]:
@@ -679,7 +679,7 @@ def aims(results: dict) -> list[tuple[str, str, str]]:
         bare = _ratio(s["ours"]["seconds"], s["bare"]["seconds"])
         out.append((f"full sync within {FLOOR_AIM}x of the bare fetch loop", "pass" if bare and bare <= FLOOR_AIM else "miss",
                     f"ours / bare {bare:.2f}{scale_note}" if bare else "no figure"))
-    for point in results.get("sizes") or ():  # the sizes beyond the comparison's (issue 22: 1M as well)
+    for point in results.get("sizes") or ():  # the sizes beyond the comparison's (1M as well)
         bare = _ratio(point.get("ours"), point.get("bare"))
         if point["kols"] > at and bare:
             medians = f"; medians of 3: nightly_sync.py --scale {point['kols'] / 100_000:g}" if point["runs"] == 1 else ""
@@ -893,7 +893,7 @@ def _peer_lines(results: dict) -> list[str]:
         return ["Peers: dlt's `benchmarks/peer_dlt.py` as dlt's docs configure rest_api (its default workers), once "
                 "per loader file format: " + ", ".join(f"`{f}`" for f in _listed(results.get("dlt_format", "default")))
                 + ".", ""]
-    lines = [f"Peers, each configured at its best for {results['machine']['cores']} cores (issue 22):", ""]
+    lines = [f"Peers, each configured at its best for {results['machine']['cores']} cores:", ""]
     lines += [f"- {peer_label(name)}: {setup}." for name, setup in setups.items()]
     airbyte = results.get("airbyte", {})
     if airbyte and not airbyte.get("ready"):
@@ -908,7 +908,7 @@ def _receivers_section() -> list[str]:
     if not path.exists():
         return []
     figures = json.loads(path.read_text())
-    lines = ["", "## Receivers behind a load balancer (issue 21)", "",
+    lines = ["", "## Receivers behind a load balancer", "",
              f"Measured {figures['date']} with `{figures['command']}`: {figures['events']:,} signed events per "
              f"measurement, {figures['clients']} keep-alive client connections, the kinds in turn in each of "
              f"{figures['runs']} runs; Postgres local with fsync on, haproxy 2.6, all on the same {figures['cores']} cores "
@@ -940,7 +940,7 @@ def _crm_matching_section() -> list[str]:
     written = _crm_written(figures)
     if written:
         return written
-    lines = ["", "## CRM probable matches (issue 23)", "",
+    lines = ["", "## CRM probable matches", "",
              "`benchmarks/crm_matching.py` (data set: `benchmarks/crm_people.py`; method and the choice of the threshold: "
              "docs/crm-decisions-reconciliation.md). Aims: precision >= 0.98 at recall >= 0.90; <= 30 s and <= 2 GB at "
              "1M x 1M.", ""]
@@ -1023,7 +1023,7 @@ def _lake_s3_section() -> list[str]:
             f"{f[arm + '_peak_rss_mb']} MB | "
             + (f"**{f[ratio]:.2f}** ({listed(f[ratios])}) |" if ratio else " |")
             for arm, label, ratio, ratios in arms]
-    return ["", "## The lake on S3 and the Iceberg tables (issue 21)", "",
+    return ["", "## The lake on S3 and the Iceberg tables", "",
             f"Measured {f['date']} with `{f['command']}`: the core sync (KOL details off) of {f['kols']:,} KOLs into a "
             "fresh data directory, alternated in one run, each sync in its own process: the lake and the warehouse "
             "local (the default); the lake on S3 (`COMMOPS_LAKE_URL`, moto's S3 API server on 127.0.0.1, objects in its "

@@ -213,7 +213,7 @@ def main() -> None:
     figures = json.loads(RESULT_JSON.read_text()) if args.write and RESULT_JSON.exists() else {}
     if args.what in ("quality", "all"):
         kols = args.kols if args.what == "quality" and args.kols else 10_000
-        # seed 2 is the held-out seed the figures come from; another held-out seed is kept beside it
+        # seed 2 is the held-out seed the page's figures come from; another held-out seed is kept beside it
         key = "quality" if args.seed == 2 else f"quality_seed_{args.seed}"
         figures[key] = {**stamp, **quality(kols, args.seed, args.threshold)}
     if args.what == "choose":

@@ -1,4 +1,4 @@
-"""Many organizations synced with 1 and with 2 parallel runs against the local service (issue 20).
+"""Many organizations synced with 1 and with 2 parallel runs against the local service.
 
     .venv/bin/python benchmarks/orgs_parallel.py [--orgs 4] [--kols 20000] [--rounds 3] [--latency-ms 0]
 

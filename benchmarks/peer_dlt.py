@@ -3,8 +3,7 @@
     .venv/bin/python -m benchmarks.peer_dlt BASE_URL API_KEY DUCKDB_FILE PIPELINES_DIR [LOADER_FILE_FORMAT [plain]]
 
 Configured as dlt's documentation recommends for a page-number API (RESTAPIConfig, BearerTokenAuth,
-`page_number` paginator, `data_selector: data`, merge on `id`, per_page=100), then at its best
-(issue 22, item 5):
+`page_number` paginator, `data_selector: data`, merge on `id`, per_page=100), then at its best:
 - `parallelized=True` on every resource: the five lists are extracted side by side in dlt's thread pool;
 - workers through dlt's own config variables (set here unless the environment sets them): extract
   threads as many as the requests our sync and the bare loop keep in flight (CONCURRENCY, I/O bound),

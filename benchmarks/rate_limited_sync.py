@@ -1,4 +1,4 @@
-"""Benchmark (b) of issue 4: paging under a plan's rate limit in a short window.
+"""Benchmark: paging under a plan's rate limit in a short window.
 
 Seeds KOLs into a local service with rate limits on (a short window, e.g. 2 s for the "minute"), then
 walks /kols repeatedly with ONE ApiClient (one budget), recording every response. For each server window

@@ -1,4 +1,4 @@
-"""Benchmark: what the warehouse merge of a second nightly run costs against the first night's (issue 22).
+"""Benchmark: what the warehouse merge of a second nightly run costs against the first night's.
 
     .venv/bin/python benchmarks/second_merge.py [--kols 100000] [--changed 0.01] [--runs 3] [--seed-cache DIR]
 
@@ -92,7 +92,7 @@ def changed_source(snapshot: str, spec, fraction: float, folder: Path, previous:
 
 
 def old_path(session, spec, source: str) -> None:
-    """The write path before issue 22: every incoming row not older than the table's deleted and inserted
+    """The write path before unchanged rows were left in place: every incoming row not older than the table's deleted and inserted
     again, children rebuilt for all of them."""
     from resources.warehouse import _not_older, row_digest
 

@@ -1,4 +1,4 @@
-"""Benchmark: the open table format beside analytics.duckdb (issue 21 item 3), pyiceberg against DuckLake.
+"""Benchmark: the open table format beside analytics.duckdb, pyiceberg against DuckLake.
 
     .venv/bin/python benchmarks/table_format.py [--rows 100000] [--upsert 1000] [--runs 3]
         [--ducklake-python /path/to/venv-with-duckdb-1.5.5/bin/python] [--write]
@@ -277,9 +277,9 @@ def write_section(lines: list[str], args: argparse.Namespace) -> None:
     if args.ducklake_python:
         command += " --ducklake-python DUCKDB_1_5_5_VENV/bin/python"
     measured = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    text = ["", "## Open table format: pyiceberg against DuckLake (issue 21)", "",
+    text = ["", "## Open table format: pyiceberg against DuckLake", "",
             f"Measured {measured} with `{command}` (Postgres catalog and moto S3 on 127.0.0.1; decision in "
-            "docs/spec-decisions.md, #table-format).", "", *lines]
+            "docs/spec-decisions.md#table-format).", "", *lines]
     (DOCS / "benchmarks-table-format.md").write_text("\n".join(text) + "\n")
 
 

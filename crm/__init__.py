@@ -1,4 +1,4 @@
-"""CRM reconciliation (issues 11 and 23): KOLs in the warehouse against CRM (Salesforce) contacts.
+"""CRM reconciliation: KOLs in the warehouse against CRM (Salesforce) contacts.
 
 normalize (comparison keys as DuckDB macros), reconcile (statuses by email, result tables),
 features / probable / duplicates (the second pass: probable matches under another email, and

@@ -2,7 +2,7 @@
 
 pyarrow's default pool (mimalloc in its current wheels) keeps much of what a sync frees. The nightly sync
 at 100k KOLs peaked at 475-479 MB with it, 444-447 MB with jemalloc and 435-441 MB with the system
-allocator (3 runs each; docs/benchmarks-findings.md, issue 22). jemalloc, Arrow's long-standing choice on
+allocator (3 runs each of benchmarks/nightly_sync.py, 24 Nov 2026). jemalloc, Arrow's long-standing choice on
 Linux, is used where pyarrow has it, else the system allocator. pyarrow's own variable
 ARROW_DEFAULT_MEMORY_POOL, when set, wins."""
 

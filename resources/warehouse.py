@@ -126,7 +126,7 @@ class WarehouseSession:
         One row per (org, key) is the write path's to keep (`merge`, under the writer lock) and the
         `ids_unique_and_prefixed` check's to prove, not a primary key's: DuckDB's primary key is an
         ART index that must fit in memory, and at a million rows it does not within `memory_limit`
-        (docs/spec-decisions.md, #no-primary-key)."""
+        (docs/spec-decisions.md#no-primary-key)."""
         wanted = {ORG_COLUMN: "VARCHAR"} | {f.name: column_type(f) for f in spec.schema}
         wanted.update({name: type_ for name, type_, _ in LOAD_COLUMNS})
         wanted[DIGEST_COLUMN] = "UBIGINT"
@@ -468,7 +468,7 @@ class WarehouseResource(dg.ConfigurableResource):
     merge_alone_threads: int = 2
     merge_alone_memory_limit: str = "128MB"
     # The CRM reconciliation runs in its own job, after the nightly: both cores and room for its joins
-    # (1M KOLs x 1M contacts: 29.75 s and 1.3 GB at these settings, benchmarks/crm_matching.py, issue 23).
+    # (1M KOLs x 1M contacts: 26 s and 1.4 GB at these settings, benchmarks/crm_matching.py scale).
     reconcile_threads: int = 2
     reconcile_memory_limit: str = "1GB"
     # Rows per row group in what this resource's sessions write (DuckDB's default: 122,880). An insert writes

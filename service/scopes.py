@@ -1,7 +1,7 @@
 """API key scopes: the spec's (part 5) plus the service's own extension.
 
 `webhooks:write` (register, change, delete, test and redeliver webhooks) is not in the
-spec, which names no scope for webhook endpoints: docs/spec-decisions.md, issue 9.
+spec, which names no scope for webhook endpoints: docs/spec-decisions.md#hardening.
 A key created with `all` holds every scope here; keys created with `all` before
 webhooks:write existed were granted it by the schema migration (service/store/db.py).
 """

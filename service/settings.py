@@ -65,7 +65,7 @@ class ServiceSettings(BaseSettings):
     # Production mode (stricter webhook URL rules in the webhook module)
     production: bool = False
 
-    # --- webhooks (owned by service/webhooks/; see docs/spec-decisions.md, Webhooks) ---
+    # --- webhooks (owned by service/webhooks/; see docs/spec-decisions.md#webhooks) ---
     webhook_worker_enabled: bool = True  # run the delivery worker inside `commops service run`
     webhook_time_scale: float = 1.0  # multiplies the retry delays 60/300/1800/7200/86400 s (tests: 0.001)
     webhook_jitter: float = 0.1  # a retry waits delay * uniform(1, 1 + jitter)

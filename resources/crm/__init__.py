@@ -1,4 +1,4 @@
-"""The CRM side of the reconciliation (issue 11): contacts from Salesforce or from a Salesforce report export.
+"""The CRM side of the reconciliation: contacts from Salesforce or from a Salesforce report export.
 
 mapping.py holds the canonical contact columns and their Salesforce fields, salesforce.py the
 Salesforce resource (simple-salesforce, REST or Bulk 2.0), csv_export.py the CSV resource,

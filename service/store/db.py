@@ -47,7 +47,7 @@ def init_db(path: str | Path) -> None:
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a database of an older schema version up to SCHEMA_VERSION, once, in one transaction.
 
-    Version 1 (issue 9): the folded search_text columns; keys holding every scope of the
+    Version 1: the folded search_text columns; keys holding every scope of the
     spec (created with `all`) are granted the new webhooks:write scope."""
     if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
         return

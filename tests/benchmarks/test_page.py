@@ -123,7 +123,7 @@ def test_the_hand_written_crm_section_is_kept_until_the_crm_figures_are_newer(tm
                 "peak_rss_mb": 100, "threads": 2, "memory_limit": "1GB"}
     (tmp_path / "benchmarks-crm-matching.json").write_text(json.dumps({"scale": measured}))
     (tmp_path / "benchmarks-crm-matching.md").write_text(
-        "\n## CRM probable matches (issue 23)\n\nScale, measured 2026-11-24 16:38 UTC: before and after, by hand.\n")
+        "\n## CRM probable matches\n\nScale, measured 2026-11-24 16:38 UTC: before and after, by hand.\n")
 
     assert "before and after, by hand" in write_page(renderable({"kols": 100_000}), None)
 

@@ -1,5 +1,5 @@
-"""One deployment on three "machines" that share nothing but one Postgres server and one S3 API server
-(issue 21, item 4). Each machine is a directory of its own (its data dir, its DAGSTER_HOME) and runs its
+"""One deployment on three "machines" that share nothing but one Postgres server and one S3 API server.
+Each machine is a directory of its own (its data dir, its DAGSTER_HOME) and runs its
 commands as separate processes, started in that directory with only its own environment:
 
 - A runs the nightly sync (`commops sync`): the lake on S3, Dagster's storage in Postgres, the Iceberg

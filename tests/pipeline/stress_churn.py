@@ -3,7 +3,7 @@
     .venv/bin/python -m tests.pipeline.stress_churn --runs 10                 # every scenario
     .venv/bin/python -m tests.pipeline.stress_churn --runs 3 --only slow
 
-Scenarios (issue 18):
+Scenarios (the guarantee under continuous change, docs/spec-decisions.md#api-client):
 - simulator: our service, 20,000 KOLs, its own activity simulator at 20 actions/s (about 2 KOLs created and
   0.5 archived per second); the change log is the service's outbox (kol.created, kol.archived).
 - churn: our service, 100,000 KOLs, 2 KOLs created and 2 archived per second through its store (the

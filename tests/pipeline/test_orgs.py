@@ -1,4 +1,4 @@
-"""Many organizations, one asset set (issue 20): `commops orgs`, `commops sync --all`, isolation,
+"""Many organizations, one asset set: `commops orgs`, `commops sync --all`, isolation,
 webhook routing by organization, and a single-organization data directory adopted in place."""
 
 from __future__ import annotations

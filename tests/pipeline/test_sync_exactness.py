@@ -1,4 +1,4 @@
-"""The sync is exact against ANY server that follows the spec (issue 7), not only against our own service/.
+"""The sync is exact against ANY server that follows the spec, not only against our own service/.
 
 Every test runs against both servers through one small adapter each:
 - "service": our service/ (microsecond stamps, the client's clock, is_archived in list items);

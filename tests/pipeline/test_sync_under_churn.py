@@ -1,4 +1,4 @@
-"""The nightly sync lands while KOLs keep being created and archived, and meets its guarantee (issue 18).
+"""The nightly sync lands while KOLs keep being created and archived, and meets its guarantee (docs/spec-decisions.md#api-client).
 
 Against both servers (our service/ and the spec server), with every request slowed so that each walk
 overlaps many changes. The guarantee is checked against the change log (tests/pipeline/churn.py).

@@ -307,7 +307,7 @@ def test_an_id_twice_in_a_later_load_keeps_the_newest_of_the_two_against_the_tab
 
 
 def _old_path(conn, spec, source: str, org: str, snapshot_date: str) -> None:
-    """The write path before issue 22, as the reference: every incoming row not older than the table's is
+    """The write path before rows unchanged since the last load were left in place, as the reference: every incoming row not older than the table's is
     deleted and inserted again (children rebuilt), whether or not it changed."""
     from resources.warehouse import _not_older
 

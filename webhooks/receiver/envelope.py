@@ -3,7 +3,7 @@ receiver (a 400 naming the field) and by the incremental job (quarantine naming 
 
 What is checked is what every event has, whatever its kind: `data` beyond being an object is
 event-specific and mostly not shown by the spec, so its content is the job's business
-(docs/spec-decisions.md, "Webhook receiver").
+(docs/spec-decisions.md#receiver).
 """
 
 from __future__ import annotations
