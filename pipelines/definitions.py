@@ -28,6 +28,10 @@ from resources.settings import API_KEY_ENV, ICEBERG_CATALOG_URL_ENV, Settings, l
 from resources.warehouse import WarehouseResource
 from webhooks.inbox import INBOX_URL_ENV
 
+# The code location's name in every workspace (workspace.yaml, deploy/workspace.yaml, [tool.dg.project]):
+# schedules and sensors keep their state by it, and `commops sync` records its runs under it.
+CODE_LOCATION = "pipelines.definitions"
+
 WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
 # analytics.duckdb is published after the nightly tables or after the incremental job's merges.
 ASSETS = [
