@@ -100,7 +100,7 @@ def make_definitions(settings: Settings, resources: dict[str, Any] | None = None
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    """What `dagster dev` loads (lazily: importing this module reads no environment). The base URL
+    """What `dg dev` and `dagster dev` load (lazily: importing this module reads no environment). The base URL
     stays an EnvVar, so the UI shows the variable rather than a copy of its value."""
     settings = load_settings()
     return make_definitions(settings, build_resources(settings.model_copy(update={"base_url": None})))
