@@ -7,4 +7,4 @@ they share with `commops ui` (`dagster_home`); `sync_all` runs one process per o
 `processes` stops the long-running commands and their children (SIGTERM as Ctrl-C, child process
 groups); `local_service`, `crm_sandbox`, `progress_display` and `command_checks` serve the commands;
 `daemon_process` starts `dagster-daemon` as a child process for the tests and benchmarks, as
-`commops ui` starts `dagster dev`."""
+`commops ui` starts `dg dev`."""

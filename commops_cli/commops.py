@@ -41,6 +41,7 @@ class OneLineErrors(click.Group):
 
 
 @click.group(cls=OneLineErrors)
+@click.version_option(package_name="commops-sync", prog_name="commops")
 def main() -> None:
     """commops-sync: the Commercial Operations Service sync."""
 

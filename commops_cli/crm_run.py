@@ -24,7 +24,7 @@ from crm.tables import STATUSES
 from commops_cli.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import CRM_RECONCILIATION
-from commops_cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from commops_cli.in_process import QUIET_CONSOLE, RunResult, execute_in_process, failure_message, metadata_value
 from resources.crm import NOT_CONFIGURED, CrmSettings, build_crm_resource
 from resources.settings import load_settings
 from resources.warehouse import WarehouseResource
@@ -75,11 +75,8 @@ def run_reconciliation(
     job = make_definitions(settings, resources).resolve_job_def(CRM_RECONCILIATION)
     started = datetime.now()
     with dagster_instance(settings) if instance is None else nullcontext(instance) as instance:
-        result = job.execute_in_process(
-            instance=instance,
-            raise_on_error=False,
-            run_config={**QUIET_CONSOLE, "ops": {WRITEBACK_OP: {"config": {"apply": apply}}}},
-        )
+        result = execute_in_process(
+            job, instance, run_config={**QUIET_CONSOLE, "ops": {WRITEBACK_OP: {"config": {"apply": apply}}}})
     if not result.success:
         raise ReconcileError(failure_message(result))
     summary = _summarise(result)
@@ -87,7 +84,7 @@ def run_reconciliation(
     return summary
 
 
-def _summarise(result: dg.ExecuteInProcessResult) -> ReconciliationSummary:
+def _summarise(result: RunResult) -> ReconciliationSummary:
     metadata: dict[dg.AssetKey, dict[str, Any]] = {}
     for event in result.get_asset_materialization_events():
         materialization = event.materialization

@@ -8,25 +8,23 @@ process) exactly as `dagster dev` does, without the UI.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from commops_cli.dagster_home import REPO_CONFIG
+from commops_cli.dagster_home import install_config
 from commops_cli.processes import start_group, stop_group
 
-REPO = REPO_CONFIG.parent
+REPO = Path(__file__).resolve().parents[1]  # the checkout the tests and benchmarks run from
 
 
 @contextmanager
 def running_daemon(dagster_home: Path, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
     """`dagster-daemon run -w workspace.yaml` with `env` (COMMOPS_*) added, DAGSTER_HOME configured with
-    the repo's dagster.yaml; stopped on exit with every run process it started (its process group)."""
-    dagster_home.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(REPO_CONFIG, dagster_home / "dagster.yaml")
+    the shipped dagster.yaml; stopped on exit with every run process it started (its process group)."""
+    install_config(dagster_home)
     daemon = Path(sys.executable).with_name("dagster-daemon")
     full_env = {
         **os.environ,

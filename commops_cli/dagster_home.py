@@ -1,23 +1,24 @@
 """One Dagster home for `commops sync`, `demo` and `ui`: $DAGSTER_HOME, else $COMMOPS_DATA_DIR/dagster_home.
 
 The CLI's in-process runs and the UI read and write the same run storage, so the UI shows what
-the CLI did. The repo's dagster.yaml (run queue limits, the warehouse pool) is installed there
-when the home is ours; a DAGSTER_HOME set by a deployment keeps its own configuration.
+the CLI did. The instance configuration this package ships (commops_cli/dagster.yaml: run queue
+limits, the warehouse pool) is installed there when the home is ours; a DAGSTER_HOME set by a
+deployment keeps its own configuration.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.resources import files
 from pathlib import Path
 
 import dagster as dg
 
 from resources.settings import Settings
 
-REPO_CONFIG = Path(__file__).resolve().parents[1] / "dagster.yaml"
+INSTANCE_CONFIG = files("commops_cli").joinpath("dagster.yaml")
 
 
 def prepare_home(settings: Settings) -> Path:
@@ -25,11 +26,16 @@ def prepare_home(settings: Settings) -> Path:
     if os.environ.get("DAGSTER_HOME"):
         return Path(os.environ["DAGSTER_HOME"])
     home = settings.dagster_home
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists() or config.read_bytes() != REPO_CONFIG.read_bytes():
-        shutil.copyfile(REPO_CONFIG, config)
+    install_config(home)
     return home
+
+
+def install_config(home: Path) -> None:
+    """`home` created if need be, holding the shipped dagster.yaml (rewritten only when it differs)."""
+    home.mkdir(parents=True, exist_ok=True)
+    config, shipped = home / "dagster.yaml", INSTANCE_CONFIG.read_bytes()
+    if not config.exists() or config.read_bytes() != shipped:
+        config.write_bytes(shipped)
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from assets.webhooks import BATCH_LIMIT, run_config
 from webhooks.organizations import route_events, unknown_organization
 from commops_cli.command_checks import check_writable, fail
 from commops_cli.dagster_home import dagster_instance
-from commops_cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from commops_cli.in_process import QUIET_CONSOLE, execute_in_process, failure_message, metadata_value
 from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from resources.webhooks import InboxResource
@@ -85,10 +85,9 @@ def run_apply(
                     require_api_key(api_key_env)
                 if not dagster.has_dynamic_partition(ORGS.name, org):
                     dagster.add_dynamic_partitions(ORGS.name, [org])
-                result = job.execute_in_process(
-                    run_config={**run_config([e.id for e in events][:limit]), **QUIET_CONSOLE},
-                    instance=dagster, partition_key=org, raise_on_error=False,
-                )
+                result = execute_in_process(
+                    job, dagster, run_config={**run_config([e.id for e in events][:limit]), **QUIET_CONSOLE},
+                    partition_key=org)
                 summary.runs += 1
                 if not result.success:
                     raise ApplyError(f"{org}: {failure_message(result)}")

@@ -5,18 +5,16 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from pathlib import Path
 
 import click
 from rich.console import Console
 
-from commops_cli.command_checks import require_free_port, writable_data_dir
+from commops_cli.command_checks import fail, require_free_port, writable_data_dir
 from commops_cli.dagster_home import prepare_home
 from commops_cli.processes import run_group, signals_as_interrupts
 from commops_cli.sync import run_and_report
+from pipelines.definitions import CODE_LOCATION
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, DATA_DIR_ENV, load_settings
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @click.command("demo")
@@ -77,17 +75,20 @@ def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
 @click.option("--service-port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="Port of the local service (when used).")
 def ui(data_dir: str | None, port: int, service_port: int) -> None:
-    """Start the Dagster UI (dagster dev) with schedules and sensors live.
+    """Start the Dagster UI (dg dev) with schedules and sensors live.
 
     Without COMMOPS_BASE_URL, the seeded local service is started and used as the source.
     Dagster's home is the one `commops sync` and `commops demo` record their runs in
-    ($DAGSTER_HOME, else $COMMOPS_DATA_DIR/dagster_home), configured by the repo's dagster.yaml.
-    Ctrl-C or SIGTERM stops dagster dev with all it started (webserver, daemon, code server, runs),
-    then the local service.
+    ($DAGSTER_HOME, else $COMMOPS_DATA_DIR/dagster_home, configured by the dagster.yaml commops ships);
+    Dagster runs in that directory. Ctrl-C or SIGTERM stops dg dev with all it started (webserver,
+    daemon, code server, runs), then the local service.
     """
     data = writable_data_dir("ui", data_dir)
     require_free_port("ui", port)
-    env = dict(os.environ, COMMOPS_DATA_DIR=str(data))
+    home = prepare_home(load_settings(data_dir=str(data)))
+    if not home.is_dir():
+        fail("ui", f"DAGSTER_HOME={home} is not a directory (create it with its dagster.yaml, or unset DAGSTER_HOME)")
+    env = dict(os.environ, COMMOPS_DATA_DIR=str(data), DAGSTER_HOME=str(home))
     server = None
     if not os.environ.get(BASE_URL_ENV):
         from commops_cli.local_service import ensure_seeded, start_local_service
@@ -98,10 +99,11 @@ def ui(data_dir: str | None, port: int, service_port: int) -> None:
         env[BASE_URL_ENV] = server.base_url
         env[API_KEY_ENV] = credentials.api_key
         click.echo(f"Local service: {server.base_url}")
-    env["DAGSTER_HOME"] = str(prepare_home(load_settings(data_dir=str(data))))
-    command = [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-p", str(port)]
+    # dg dev given the module loads it as workspace.yaml does (location pipelines.definitions), from the
+    # installed package. In the Dagster home, no other dagster.yaml is in sight to warn about.
+    command = [sys.executable, "-m", "dagster_dg_cli.cli", "dev", "-m", CODE_LOCATION, "-p", str(port)]
     try:
-        run_group(command, env=env, cwd=REPO_ROOT)  # Ctrl-C or SIGTERM stops dagster dev and all it started
+        run_group(command, env=env, cwd=home)  # Ctrl-C or SIGTERM stops dg dev and all it started
     finally:
         if server is not None:
             server.stop()

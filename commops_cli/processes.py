@@ -2,7 +2,7 @@
 
 SIGTERM (what systemd, `docker stop` and `kill` send) is raised in the main thread as Ctrl-C is
 (`Terminated`, a KeyboardInterrupt), so a command's clean-up runs either way. A child that starts
-processes of its own (`dagster dev`: webserver, daemon, code server, a process per run) runs in a
+processes of its own (`dg dev`: webserver, daemon, code server, a process per run) runs in a
 process group of its own: the signal that stops the command goes to that whole group, and whatever
 of it is still alive GRACE_SECONDS later is killed.
 """
@@ -47,7 +47,7 @@ def _raise_terminated(signum: int, frame: object) -> None:
 def signals_as_interrupts() -> Iterator[None]:
     """Within the block, SIGTERM raises Terminated in the main thread and SIGINT KeyboardInterrupt, also
     when this process was started with SIGINT ignored (`commops ui &` in a script): children started
-    within then get SIGINT's default too, which `dagster dev` also takes SIGTERM to mean."""
+    within then get SIGINT's default too, which `dg dev` also takes SIGTERM to mean."""
     previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_terminated),
                 signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
     try:

@@ -26,7 +26,7 @@ from commops_cli.command_checks import check_writable
 from resources.files import LockHeld, holding_lock
 from commops_cli.dagster_home import dagster_instance
 from pipelines.definitions import build_resources, make_definitions
-from commops_cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
+from commops_cli.in_process import QUIET_CONSOLE, RunResult, execute_in_process, failure_message, metadata_value
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.lake import LAKE_DIR
 from resources.orgs import DEFAULT_ORG, OrgRegistry
@@ -183,10 +183,10 @@ def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Sett
     notices.setLevel(logging.INFO)
     try:
         with display:
-            result = job.execute_in_process(
-                instance=instance,
+            result = execute_in_process(
+                job,
+                instance,
                 partition_key=org,
-                raise_on_error=False,
                 run_config={
                     # Only an explicit limit is run config; otherwise kol_details reads COMMOPS_ENRICH_DETAILS_LIMIT
                     # itself, as it does in a scheduled run: one path for the setting.
@@ -204,7 +204,7 @@ def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Sett
     return summary
 
 
-def _summarise(result: dg.ExecuteInProcessResult, snapshot_date: str, data: Path) -> SyncSummary:
+def _summarise(result: RunResult, snapshot_date: str, data: Path) -> SyncSummary:
     summary = SyncSummary(snapshot_date=snapshot_date, data_dir=data, run_id=result.run_id)
     for event in result.get_asset_materialization_events():
         materialization = event.materialization

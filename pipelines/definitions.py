@@ -28,6 +28,10 @@ from resources.settings import API_KEY_ENV, ICEBERG_CATALOG_URL_ENV, Settings, l
 from resources.warehouse import WarehouseResource
 from webhooks.inbox import INBOX_URL_ENV
 
+# The code location's name in every workspace (workspace.yaml, deploy/workspace.yaml, [tool.dg.project]):
+# schedules and sensors keep their state by it, and `commops sync` records its runs under it.
+CODE_LOCATION = "pipelines.definitions"
+
 WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
 # analytics.duckdb is published after the nightly tables or after the incremental job's merges.
 ASSETS = [
@@ -96,7 +100,7 @@ def make_definitions(settings: Settings, resources: dict[str, Any] | None = None
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    """What `dagster dev` loads (lazily: importing this module reads no environment). The base URL
+    """What `dg dev` and `dagster dev` load (lazily: importing this module reads no environment). The base URL
     stays an EnvVar, so the UI shows the variable rather than a copy of its value."""
     settings = load_settings()
     return make_definitions(settings, build_resources(settings.model_copy(update={"base_url": None})))
