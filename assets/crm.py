@@ -10,17 +10,16 @@ or applied change is in crm_writeback_audit. The `analytics` asset publishes the
 """
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import dagster as dg
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from crm import report, review, tables, writeback
 from crm.probable import DEFAULT_THRESHOLD
 from crm.reconcile import DEFAULT_RULES, reconcile
-from crm.tables import AUDIT_TABLE, RESULT_TABLE, STATUSES
+from crm.tables import AUDIT_TABLE, RESULT_TABLE
 from assets.metadata import column_schema
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.crm.errors import CrmError
@@ -132,20 +131,8 @@ def kol_reconciliation(
                                                    record_base_url=crm.record_base_url if crm.writable else None)
         preview = report.markdown_summary(session.conn)
     context.log.info(f"crm/kol_reconciliation: {result.counts}; report {html_path}")
-    return dg.MaterializeResult(
-        metadata={
-            "source": crm.source_name,
-            "kols": result.kols,
-            "contacts": result.contacts,
-            **{status: result.counts.get(status, 0) for status in STATUSES},
-            "needs_review": result.needs_review,
-            "duplicate_sets": result.duplicate_sets,
-            "report_html": dg.MetadataValue.path(str(html_path)),
-            "report_csv": dg.MetadataValue.path(str(csv_path)),
-            "duration_seconds": dg.MetadataValue.float(round(result.duration_seconds, 3)),
-            "summary": dg.MetadataValue.md(preview),
-        }
-    )
+    result = replace(result, report_html=html_path, report_csv=csv_path)
+    return dg.MaterializeResult(metadata={**result.as_metadata(), "summary": dg.MetadataValue.md(preview)})
 
 
 class WritebackConfig(dg.Config):
@@ -180,22 +167,10 @@ def crm_writeback(
         audit = writeback.dry_run(plan, run_id=context.run.run_id)
     with warehouse.writer(context.log) as session:
         writeback.record_audit(session.conn, audit)
-    counts = {**_writeback_counts(plan, audit), "needs_review": review_count}
-    context.log.info(f"crm/writeback ({'applied' if config.apply else 'dry run'}): {counts}")
-    return dg.MaterializeResult(
-        metadata={"applied": config.apply, "writable": crm.writable, **counts},
-    )
-
-
-def _writeback_counts(plan: pa.Table, audit: pa.Table) -> dict[str, int]:
-    """Records to create, records to update (planned), and audit rows that failed."""
-    records = {(a, k) for a, k in zip(plan["action"].to_pylist(), plan["kol_id"].to_pylist(), strict=True)}
-    return {
-        "creates": sum(1 for action, _ in records if action == "create"),
-        "updates": sum(1 for action, _ in records if action == "update"),
-        "fields": plan.num_rows,
-        "failed": sum(1 for mode in audit["mode"].to_pylist() if mode == "failed"),
-    }
+    outcome = writeback.WritebackOutcome.of(plan, audit, applied=config.apply, writable=crm.writable,
+                                            needs_review=review_count)
+    context.log.info(f"crm/writeback ({'applied' if config.apply else 'dry run'}): {outcome}")
+    return dg.MaterializeResult(metadata=outcome.as_metadata())
 
 
 

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from sync.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
 from assets.partitions import ORGS, partition_org
-from assets.metadata import catalog_reference, column_schema, markdown_preview, request_metadata
+from assets.metadata import SyncStats, catalog_reference, column_schema, markdown_preview
 from sync.progress import ProgressReporter
 from sync.records import RecordConverter
 from sync.schemas import FETCHED_AT
@@ -131,14 +131,12 @@ def kol_details(
     stats = client.stats - before
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": rows,
-            "details_fetched": fetched,
+            **SyncStats(rows=rows, duration_seconds=time.monotonic() - started, details_fetched=fetched,
+                        pending_remaining=remaining).as_metadata(),
             "pending_before": pending,
-            "pending_remaining": remaining,
+            **stats.as_metadata(),
             "details_skipped_bad_ids": len(found.bad_ids),
             "details_skipped_bad_ids_sample": dg.MetadataValue.json([item[:80] for item in found.bad_ids[:_SAMPLE]]),
-            **request_metadata(stats),
-            "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
             "preview": dg.MetadataValue.md(preview),
         }
     )

@@ -22,7 +22,7 @@ import pyarrow as pa
 from assets import checks
 from sync.catalog import BY_NAME, CATALOG, FETCH_ORDER, ResourceSpec
 from assets.partitions import ORGS, partition_org
-from assets.metadata import catalog_reference, column_schema, listing_metadata, markdown_preview, request_metadata
+from assets.metadata import SyncStats, catalog_reference, column_schema, listing_metadata, markdown_preview
 from sync.progress import ProgressReporter
 from sync.records import RecordConverter
 from sync.schemas import FETCHED_AT
@@ -158,14 +158,14 @@ def snapshot(
         )
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": rows,
+            **SyncStats(rows=rows, duration_seconds=time.monotonic() - fetch.started,
+                        rows_in_flux=report.in_flux_count).as_metadata(),
             "api_total": report.api_total,
             "rows_fetched": staged.rows_written,
             **_changed_rows_metadata(staged.changes),
             **listing_metadata(report),
             "unreadable_values": dg.MetadataValue.json(dict(unreadable.most_common())),
-            **request_metadata(stats),
-            "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - fetch.started, 3)),
+            **stats.as_metadata(),
             "read_ahead": fetch.read_ahead,
             "merge_handed_to_background": handed,
             "path": dg.MetadataValue.path(str(staged.published)),

@@ -1,8 +1,9 @@
-"""Metadata shared by the assets: request counters, markdown previews, column schemas, catalog references."""
+"""Metadata shared by the assets: the sync's figures, listings, markdown previews, column schemas, catalog references."""
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,29 +13,31 @@ import pyarrow as pa
 
 from sync import catalog
 from sync.catalog import ResourceSpec
-from resources.commops_api import ListingReport, RequestStats
+from resources.commops_api import ListingReport
+from resources.metadata_record import ROW_COUNT, MetadataRecord, reported_as
 from resources.warehouse import LOAD_COLUMNS, column_type, description
 
 
-def request_metadata(stats: RequestStats) -> dict[str, Any]:
-    """An asset's share of the run's requests (a difference of two client.stats snapshots)."""
-    return {
-        "requests": stats.requests,
-        "rate_limited_429s": stats.rate_limited,
-        "throttled_seconds": dg.MetadataValue.float(round(stats.throttled_seconds, 3)),
-        "retries": stats.retries,
-    }
+@dataclass(frozen=True)
+class SyncStats(MetadataRecord):
+    """What a sync asset reports of its run besides its requests (RequestStats), as `commops sync`
+    summarises it; None where the asset has no such figure."""
+
+    rows: int | None = reported_as(ROW_COUNT, default=None)
+    duration_seconds: float | None = None
+    rows_in_flux: int | None = None  # a listing's: created or archived while its lists were paged
+    details_fetched: int | None = None  # KOL details fetched by this run
+    pending_remaining: int | None = None  # KOL details left for the next runs
 
 
 _MAX_IDS_IN_METADATA = 1_000
 
 
 def listing_metadata(report: ListingReport) -> dict[str, Any]:
-    """What a listing proved, and the rows in flux (created or archived while its lists were paged):
-    numbers to plot, a sample to look up, and the whole account in words."""
+    """What a listing proved, and the rows in flux (created or archived while its lists were paged; their
+    count is in SyncStats): numbers to plot, a sample to look up, and the whole account in words."""
     return {
         "complete": report.complete,
-        "rows_in_flux": report.in_flux_count,
         "rows_in_flux_sample": ", ".join(report.in_flux_sample()) or "none",
         "rows_unseen": report.unseen,
         "rows_gone": len(report.gone),

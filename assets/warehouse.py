@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from assets import checks
 from sync.catalog import CATALOG, ResourceSpec, fetched_after
 from assets.partitions import ORGS, partition_org
-from assets.metadata import catalog_reference, column_schema, markdown_preview
+from assets.metadata import SyncStats, catalog_reference, column_schema, markdown_preview
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.changed_rows import changes_of
 from resources.lake import LakeResource
@@ -132,12 +132,11 @@ def load(
     context.log.info(f"warehouse {spec.table}: {merged.written} rows of {org} written, {org} has {merged.rows} rows")
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": merged.rows,
+            **SyncStats(rows=merged.rows, duration_seconds=merged.seconds).as_metadata(),
             "rows_written": merged.written,
             "rows_kept_newer_in_table": merged.snapshot_rows - merged.written,
             **({} if merged.read_from_changes is None else {"rows_read_from_changed_file": merged.read_from_changes}),
             **merged.children,
-            "duration_seconds": dg.MetadataValue.float(round(merged.seconds, 3)),
             "merged_beside_fetch": handed is not None,
             "merge_threads": merged.threads,
             "table": spec.table,

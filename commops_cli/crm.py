@@ -12,12 +12,12 @@ from rich.console import Console
 from rich.table import Table
 
 from commops_cli.command_checks import fail, require_free_port, writable_data_dir
-from commops_cli.crm_run import ReconcileError, ReconciliationSummary, run_reconciliation, run_review
+from commops_cli.crm_run import ReconcileError, Reconciliation, run_reconciliation, run_review
 from resources.crm.errors import CrmError
 from resources.settings import SettingsError
 
 
-def print_reconciliation(summary: ReconciliationSummary, console: Console) -> None:
+def print_reconciliation(summary: Reconciliation, console: Console) -> None:
     console.print(f"commops reconcile: {summary.kols:,} KOLs against {summary.contacts:,} contacts from {summary.source}",
                   soft_wrap=True)
     table = Table()
@@ -28,17 +28,16 @@ def print_reconciliation(summary: ReconciliationSummary, console: Console) -> No
             table.add_row(status, f"{count:,}")
     console.print(table)
     planned = summary.writeback
-    if planned:
-        if planned.get("applied"):
+    if planned is not None:
+        if planned.applied:
             mode = "applied"
-        elif planned.get("writable", True):
+        elif planned.writable:
             mode = "dry run (commops reconcile --apply writes them)"
         else:
             mode = "dry run (the CRM is a CSV export: nothing can be written back)"
         console.print(
-            f"Write-back, {mode}: {planned.get('creates', 0):,} contacts to create, "
-            f"{planned.get('updates', 0):,} to update ({planned.get('fields', 0):,} field values in all); "
-            f"failed {planned.get('failed', 0):,}",
+            f"Write-back, {mode}: {planned.creates:,} contacts to create, "
+            f"{planned.updates:,} to update ({planned.fields:,} field values in all); failed {planned.failed:,}",
             soft_wrap=True,
         )
     if summary.needs_review:
@@ -53,7 +52,7 @@ def print_reconciliation(summary: ReconciliationSummary, console: Console) -> No
     console.print("Tables:  kol_crm_reconciliation, reconciliation_runs, crm_writeback_audit in analytics.duckdb")
 
 
-def reconcile_and_report(command: str, **kwargs) -> ReconciliationSummary:
+def reconcile_and_report(command: str, **kwargs) -> Reconciliation:
     """Run the reconciliation and print its summary; on failure one line and exit 1."""
     try:
         summary = run_reconciliation(**kwargs)

@@ -9,23 +9,20 @@ warehouse and the CRM configured by SALESFORCE_* or COMMOPS_CRM_CSV; failures be
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
-from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
 import dagster as dg
 from pydantic import ValidationError
 
 from crm import review, writeback
 from assets.crm import RECONCILIATION_KEY, WRITEBACK_KEY, WRITEBACK_OP
-from crm.tables import STATUSES
-from commops_cli.dagster_home import dagster_instance
-from pipelines.definitions import build_resources, make_definitions
+from crm.reconcile import ReconciliationResult
+from crm.writeback import WritebackOutcome
+from pipelines.definitions import build_resources
 from pipelines.jobs import CRM_RECONCILIATION
-from commops_cli.in_process import QUIET_CONSOLE, RunResult, execute_in_process, failure_message, metadata_value
+from commops_cli.in_process import job_runner
 from resources.crm import NOT_CONFIGURED, CrmSettings, build_crm_resource
+from resources.metadata_record import unreported
 from resources.settings import load_settings
 from resources.warehouse import WarehouseResource
 
@@ -35,18 +32,10 @@ class ReconcileError(RuntimeError):
 
 
 @dataclass
-class ReconciliationSummary:
-    run_id: str
-    source: str
-    kols: int
-    contacts: int
-    counts: dict[str, int]
-    report_html: Path
-    report_csv: Path
-    writeback: dict[str, Any] = field(default_factory=dict)
-    duration_seconds: float = 0.0
-    needs_review: int = 0
-    duplicate_sets: int = 0
+class Reconciliation(ReconciliationResult):
+    """A reconciliation run's result, and the write-back planned (or applied) after it."""
+
+    writeback: WritebackOutcome | None = unreported(default=None)
 
 
 def _crm_resource():
@@ -66,44 +55,17 @@ def run_reconciliation(
     data_dir: str | os.PathLike[str] | None = None,
     apply: bool = False,
     instance: dg.DagsterInstance | None = None,
-) -> ReconciliationSummary:
+) -> Reconciliation:
     """Extract the CRM's contacts, reconcile them with the warehouse's KOLs, write the reports and
     plan the write-back (`apply=True` also performs it). The CRM comes from the environment."""
     settings = load_settings(data_dir=data_dir)
-    crm = _crm_resource()
-    resources = build_resources(settings, crm=crm)
-    job = make_definitions(settings, resources).resolve_job_def(CRM_RECONCILIATION)
-    started = datetime.now()
-    with dagster_instance(settings) if instance is None else nullcontext(instance) as instance:
-        result = execute_in_process(
-            job, instance, run_config={**QUIET_CONSOLE, "ops": {WRITEBACK_OP: {"config": {"apply": apply}}}})
-    if not result.success:
-        raise ReconcileError(failure_message(result))
-    summary = _summarise(result)
-    summary.duration_seconds = round((datetime.now() - started).total_seconds(), 2)
-    return summary
-
-
-def _summarise(result: RunResult) -> ReconciliationSummary:
-    metadata: dict[dg.AssetKey, dict[str, Any]] = {}
-    for event in result.get_asset_materialization_events():
-        materialization = event.materialization
-        entries = dict(materialization.metadata)
-        metadata[materialization.asset_key] = {key: metadata_value(entries, key) for key in entries}
-    recon = metadata[RECONCILIATION_KEY]
-    writeback = metadata.get(WRITEBACK_KEY, {})
-    return ReconciliationSummary(
-        run_id=result.run_id,
-        source=str(recon.get("source", "")),
-        kols=int(recon.get("kols", 0)),
-        contacts=int(recon.get("contacts", 0)),
-        counts={status: int(recon.get(status, 0)) for status in STATUSES},
-        report_html=Path(recon["report_html"]),
-        report_csv=Path(recon["report_csv"]),
-        writeback=writeback,
-        needs_review=int(recon.get("needs_review", 0)),
-        duplicate_sets=int(recon.get("duplicate_sets", 0)),
-    )
+    resources = build_resources(settings, crm=_crm_resource())
+    with job_runner(settings, resources, instance) as runner:
+        run = runner.run(CRM_RECONCILIATION, run_config={"ops": {WRITEBACK_OP: {"config": {"apply": apply}}}})
+    if not run.success:
+        raise ReconcileError(run.failure)
+    return run.output(RECONCILIATION_KEY, Reconciliation, run_id=run.run_id,
+                      writeback=run.output(WRITEBACK_KEY, WritebackOutcome))
 
 
 @dataclass

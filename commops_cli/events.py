@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import click
 import dagster as dg
 
-from assets.partitions import ORGS
-from assets.webhooks import BATCH_LIMIT, run_config
+from assets.webhooks import BATCH_LIMIT, WEBHOOK_EVENTS_KEY, ApplyResult, run_config
 from webhooks.organizations import route_events, unknown_organization
 from commops_cli.command_checks import check_writable, fail
-from commops_cli.dagster_home import dagster_instance
-from commops_cli.in_process import QUIET_CONSOLE, execute_in_process, failure_message, metadata_value
-from pipelines.definitions import build_resources, make_definitions
+from commops_cli.in_process import job_runner
+from pipelines.definitions import build_resources
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from resources.webhooks import InboxResource
 from resources.orgs import DEFAULT_ORG, OrgsResource
@@ -41,6 +38,14 @@ class ApplySummary:
     rows_written: Counter = field(default_factory=Counter)
     counts: dict[str, int] = field(default_factory=dict)  # the inbox's, at the end
 
+    def add(self, run: ApplyResult | None) -> None:
+        """What one run applied (None: its asset was not materialized)."""
+        if run is not None:
+            self.events += run.applied
+            self.quarantined += run.quarantined_ids
+            self.by_kind.update(run.events_by_kind)
+            self.rows_written.update(run.rows_written)
+
 
 def run_apply(
     base_url: str | None = None,
@@ -62,11 +67,10 @@ def run_apply(
     resources = build_resources(settings, api_key_env=api_key_env)
     inbox: InboxResource = resources["inbox"]
     orgs: OrgsResource = resources["orgs"]
-    job = make_definitions(settings, resources).resolve_job_def(APPLY_WEBHOOK_EVENTS)
     summary = ApplySummary()
     logging.getLogger("commops").setLevel(logging.INFO)
     previous: list[str] = []
-    with dagster_instance(settings) if instance is None else nullcontext(instance) as dagster:
+    with job_runner(settings, resources, instance) as runner:
         while True:
             known = orgs.all()
             with inbox.open() as box:
@@ -83,22 +87,12 @@ def run_apply(
             for org, events in sorted(routed.items()):
                 if org == DEFAULT_ORG and not any(o.name == DEFAULT_ORG for o in orgs.registry.registered()):
                     require_api_key(api_key_env)
-                if not dagster.has_dynamic_partition(ORGS.name, org):
-                    dagster.add_dynamic_partitions(ORGS.name, [org])
-                result = execute_in_process(
-                    job, dagster, run_config={**run_config([e.id for e in events][:limit]), **QUIET_CONSOLE},
-                    partition_key=org)
+                run = runner.run(APPLY_WEBHOOK_EVENTS, run_config=run_config([e.id for e in events][:limit]),
+                                 partition=org)
                 summary.runs += 1
-                if not result.success:
-                    raise ApplyError(f"{org}: {failure_message(result)}")
-                for event in result.get_asset_materialization_events():
-                    materialization = event.materialization
-                    if materialization.asset_key.path == ["warehouse", "webhook_events"]:
-                        metadata = dict(materialization.metadata)
-                        summary.events += metadata_value(metadata, "applied") or 0
-                        summary.quarantined += metadata_value(metadata, "quarantined_ids") or []
-                        summary.by_kind.update(metadata_value(metadata, "events_by_kind") or {})
-                        summary.rows_written.update(metadata_value(metadata, "rows_written") or {})
+                if not run.success:
+                    raise ApplyError(f"{org}: {run.failure}")
+                summary.add(run.output(WEBHOOK_EVENTS_KEY, ApplyResult))
     with inbox.open() as box:
         summary.counts = box.counts()
     return summary

@@ -1,11 +1,17 @@
-"""What the commands that run a job in-process share: the run recorded as the code location's, a
-silenced console log, the one-line failure of a failed run, and plain values of materialization metadata."""
+"""The one place the `commops` command runs a job: in this process, in the CLI's Dagster home (or the
+instance it is given), recorded under its job of the code location (so the UI shows it where scheduled
+runs show), Dagster's console log silenced. A run comes back as a `JobRun`: whether it
+succeeded, its failure in one line, and what its assets reported, read back as typed records
+(resources/metadata_record.py) rather than by metadata keys."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import dagster as dg
 from dagster._core.definitions.job_base import InMemoryJob
@@ -15,17 +21,85 @@ from dagster._core.execution.execute_in_process import merge_run_tags
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
-from pipelines.definitions import CODE_LOCATION
+from commops_cli.dagster_home import dagster_instance
+from pipelines.definitions import CODE_LOCATION, make_definitions
+from resources.metadata_record import MetadataRecord, plain_values
+from resources.settings import Settings
 
 # Dagster's console log is silenced (a failed step would print a traceback wall); the commands'
 # displays, summaries and one-line errors say what happened.
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
-RunResult = dg.ExecuteInProcessResult | dg.JobExecutionResult
+Record = TypeVar("Record", bound=MetadataRecord)
+
+
+@dataclass(frozen=True)
+class Materialization:
+    asset: dg.AssetKey
+    metadata: dict[str, Any]  # every entry, as plain values
+
+
+@dataclass(frozen=True)
+class JobRun:
+    run_id: str
+    failure: str | None  # the root cause of a failed run, one line; None when it succeeded
+    duration_seconds: float
+    materializations: list[Materialization]  # in the order they happened
+    failed_checks: list[str]  # asset:check of every check that did not pass
+
+    @property
+    def success(self) -> bool:
+        return self.failure is None
+
+    def output(self, asset: dg.AssetKey, record: type[Record], **given: Any) -> Record | None:
+        """The record `asset` reported in this run (`given`: its fields the metadata does not carry);
+        None when the asset was not materialized."""
+        reported = [m.metadata for m in self.materializations if m.asset == asset]
+        return record.from_metadata(reported[-1], **given) if reported else None
+
+
+@dataclass(frozen=True)
+class JobRunner:
+    definitions: dg.Definitions
+    instance: dg.DagsterInstance
+
+    def run(self, job_name: str, run_config: Mapping[str, Any] | None = None, partition: str | None = None,
+            tags: Mapping[str, str] | None = None) -> JobRun:
+        """Run the job to its end (a failure is in the JobRun, not raised). `partition`: the key of a
+        partitioned job, added to its dynamic partitions when new."""
+        job = self.definitions.resolve_job_def(job_name)
+        partitions = job.partitions_def
+        if (isinstance(partitions, dg.DynamicPartitionsDefinition) and partition is not None
+                and not self.instance.has_dynamic_partition(partitions.name, partition)):
+            self.instance.add_dynamic_partitions(partitions.name, [partition])
+        started = time.monotonic()
+        result = execute_in_process(job, self.instance, run_config={**(run_config or {}), **QUIET_CONSOLE},
+                                    partition_key=partition, tags=tags)
+        return JobRun(
+            run_id=result.run_id,
+            failure=None if result.success else failure_message(result),
+            duration_seconds=round(time.monotonic() - started, 2),
+            materializations=[
+                Materialization(event.materialization.asset_key, plain_values(event.materialization.metadata))
+                for event in result.get_asset_materialization_events()
+            ],
+            failed_checks=[f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+                           for evaluation in result.get_asset_check_evaluations() if not evaluation.passed],
+        )
+
+
+@contextmanager
+def job_runner(settings: Settings, resources: Mapping[str, Any],
+               instance: dg.DagsterInstance | None = None) -> Iterator[JobRunner]:
+    """A runner of the code location's jobs (built from `settings` and `resources`), in `instance`,
+    else in the Dagster home the UI reads (`commops ui`), open for the `with` block."""
+    definitions = make_definitions(settings, resources)
+    with nullcontext(instance) if instance is not None else dagster_instance(settings) as opened:
+        yield JobRunner(definitions, opened)
 
 
 def execute_in_process(job: dg.JobDefinition, instance: dg.DagsterInstance, run_config: Mapping[str, Any],
-                       partition_key: str | None = None) -> dg.JobExecutionResult:
+                       partition_key: str | None = None, tags: Mapping[str, str] | None = None) -> dg.JobExecutionResult:
     """`job.execute_in_process(instance=instance, raise_on_error=False, ...)`, the run created with the code
     location's origin of the job. The UI places a run by its origin (the Overview timeline, the job's page),
     and execute_in_process records none: its runs showed on the Runs page alone, a scheduled run's everywhere."""
@@ -33,7 +107,7 @@ def execute_in_process(job: dg.JobDefinition, instance: dg.DagsterInstance, run_
     run = instance.create_run_for_job(
         ephemeral,
         run_config=run_config,
-        tags=merge_run_tags(job_def=job, partition_key=partition_key, tags=None, asset_selection=None,
+        tags=merge_run_tags(job_def=job, partition_key=partition_key, tags=tags, asset_selection=None,
                             instance=instance, run_config=run_config),
         remote_job_origin=_code_location_origin(job.name),
     )
@@ -48,7 +122,7 @@ def _code_location_origin(job_name: str) -> RemoteJobOrigin:
     return RemoteJobOrigin(RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME), job_name)
 
 
-def failure_message(result: RunResult) -> str:
+def failure_message(result: dg.ExecuteInProcessResult) -> str:
     """The root cause of a failed run, one line (the exception's own message, without its class path):
     of the first failed step, else of the run itself (e.g. a resource that could not start)."""
     errors = [event.step_failure_data.error for event in result.get_step_failure_events()]
@@ -71,9 +145,3 @@ def _one_line(message: str) -> str:
     if not lines:
         return ""
     return f"{lines[0]} {'; '.join(lines[1:])}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
-
-
-def metadata_value(metadata: dict[str, Any], key: str) -> Any:
-    """The plain value of a metadata entry (None when absent)."""
-    entry = metadata.get(key)
-    return getattr(entry, "value", entry)

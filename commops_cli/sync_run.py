@@ -20,17 +20,17 @@ from typing import Any
 import dagster as dg
 
 from assets import snapshot_date as dates
-from assets.partitions import ORGS
+from assets.metadata import SyncStats
 from sync.progress import ProgressReporter
 from commops_cli.command_checks import check_writable
+from resources.commops_api import RequestStats
 from resources.files import LockHeld, holding_lock
-from commops_cli.dagster_home import dagster_instance
-from pipelines.definitions import build_resources, make_definitions
-from commops_cli.in_process import QUIET_CONSOLE, RunResult, execute_in_process, failure_message, metadata_value
+from pipelines.definitions import build_resources
+from commops_cli.in_process import JobRun, Materialization, job_runner
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.lake import LAKE_DIR
 from resources.orgs import DEFAULT_ORG, OrgRegistry
-from resources.settings import API_KEY_ENV, TIMEZONE_ENV, Settings, load_settings, require_api_key
+from resources.settings import API_KEY_ENV, TIMEZONE_ENV, load_settings, require_api_key
 from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE
 
 KOL_DETAILS_OP = "warehouse__kol_details"
@@ -149,14 +149,17 @@ def run_sync(
         reporter, display = ProgressReporter(), nullcontext()
 
     resources = build_resources(settings, api_key_env=api_key_env, progress=reporter, max_concurrency=max_concurrency)
-    job = make_definitions(settings, resources).resolve_job_def(NIGHTLY_SYNC)
-    with one_sync_per_org(settings.data_dir, org), \
-            nullcontext(instance) if instance is not None else dagster_instance(settings) as instance:
-        if not instance.has_dynamic_partition(ORGS.name, org):
-            instance.add_dynamic_partitions(ORGS.name, [org])
-        summary = _execute(job, instance, settings, display, enrich_details_limit, org)
-    summary.org = org
-    return summary
+    # Only an explicit limit is run config; otherwise kol_details reads COMMOPS_ENRICH_DETAILS_LIMIT
+    # itself, as it does in a scheduled run: one path for the setting.
+    run_config = ({"ops": {KOL_DETAILS_OP: {"config": {"limit": enrich_details_limit}}}}
+                  if enrich_details_limit is not None else {})
+    with one_sync_per_org(settings.data_dir, org), job_runner(settings, resources, instance) as runner:
+        with display, commops_notices():
+            run = runner.run(NIGHTLY_SYNC, run_config=run_config, partition=org)
+        if not run.success:
+            raise SyncError(run.failure)
+        snapshot_date = dates.run_snapshot_date(runner.instance, run.run_id)
+    return _summarise(run, snapshot_date, settings.data_dir, org)
 
 
 @contextmanager
@@ -171,65 +174,53 @@ def one_sync_per_org(data_dir: Path, org: str) -> Iterator[None]:
                         "one sync per organization at a time") from None
 
 
-def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, settings: Settings, display: Any,
-             enrich_details_limit: int | None, org: str) -> SyncSummary:
-    started = datetime.now()
-    # Dagster's console log is silenced (a failed step would print a traceback wall); the
-    # display, the summary and SyncError say what happened, the pipeline's own notices
-    # (e.g. waiting for the warehouse lock) print as plain lines.
+@contextmanager
+def commops_notices() -> Iterator[None]:
+    """The pipeline's own notices (e.g. waiting for the warehouse lock) as plain lines on stderr, while
+    Dagster's console log is silenced."""
     handler = _StderrHandler(logging.INFO)
     notices = logging.getLogger("commops")
     notices.addHandler(handler)
     notices.setLevel(logging.INFO)
     try:
-        with display:
-            result = execute_in_process(
-                job,
-                instance,
-                partition_key=org,
-                run_config={
-                    # Only an explicit limit is run config; otherwise kol_details reads COMMOPS_ENRICH_DETAILS_LIMIT
-                    # itself, as it does in a scheduled run: one path for the setting.
-                    **({"ops": {KOL_DETAILS_OP: {"config": {"limit": enrich_details_limit}}}}
-                       if enrich_details_limit is not None else {}),
-                    **QUIET_CONSOLE,
-                },
-            )
+        yield
     finally:
         notices.removeHandler(handler)
-    if not result.success:
-        raise SyncError(failure_message(result))
-    summary = _summarise(result, dates.run_snapshot_date(instance, result.run_id), settings.data_dir)
-    summary.duration_seconds = round((datetime.now() - started).total_seconds(), 2)
-    return summary
 
 
-def _summarise(result: RunResult, snapshot_date: str, data: Path) -> SyncSummary:
-    summary = SyncSummary(snapshot_date=snapshot_date, data_dir=data, run_id=result.run_id)
-    for event in result.get_asset_materialization_events():
-        materialization = event.materialization
-        metadata = dict(materialization.metadata)
-        note = ""
-        if metadata_value(metadata, "pending_remaining"):
-            note = f"{metadata_value(metadata, 'details_fetched')} fetched, {metadata_value(metadata, 'pending_remaining')} pending for next runs"
-        elif metadata_value(metadata, "details_fetched") is not None:
-            note = f"{metadata_value(metadata, 'details_fetched')} fetched"
-        elif metadata_value(metadata, "rows_in_flux"):
-            note = f"{metadata_value(metadata, 'rows_in_flux')} in flux (created or archived while paging)"
-        summary.assets.append(
-            AssetSummary(
-                asset=materialization.asset_key.to_user_string(),
-                rows=metadata_value(metadata, "dagster/row_count"),
-                requests=metadata_value(metadata, "requests"),
-                rate_limited=metadata_value(metadata, "rate_limited_429s"),
-                retries=metadata_value(metadata, "retries"),
-                throttled_seconds=metadata_value(metadata, "throttled_seconds"),
-                duration_seconds=metadata_value(metadata, "duration_seconds"),
-                note=note,
-                metadata={key: metadata_value(metadata, key) for key in metadata},
-            )
-        )
-    for evaluation in result.get_asset_check_evaluations():
-        if not evaluation.passed:
-            summary.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
-    return summary
+def _summarise(run: JobRun, snapshot_date: str, data: Path, org: str) -> SyncSummary:
+    return SyncSummary(
+        snapshot_date=snapshot_date,
+        data_dir=data,
+        run_id=run.run_id,
+        org=org,
+        assets=[_asset_summary(m) for m in run.materializations],
+        failed_checks=run.failed_checks,
+        duration_seconds=run.duration_seconds,
+    )
+
+
+def _asset_summary(materialization: Materialization) -> AssetSummary:
+    stats = SyncStats.from_metadata(materialization.metadata) or SyncStats()
+    spent = RequestStats.from_metadata(materialization.metadata)  # None: the asset made no requests
+    return AssetSummary(
+        asset=materialization.asset.to_user_string(),
+        rows=stats.rows,
+        requests=None if spent is None else spent.requests,
+        rate_limited=None if spent is None else spent.rate_limited,
+        retries=None if spent is None else spent.retries,
+        throttled_seconds=None if spent is None else spent.throttled_seconds,
+        duration_seconds=stats.duration_seconds,
+        note=_note(stats),
+        metadata=materialization.metadata,
+    )
+
+
+def _note(stats: SyncStats) -> str:
+    if stats.pending_remaining:
+        return f"{stats.details_fetched} fetched, {stats.pending_remaining} pending for next runs"
+    if stats.details_fetched is not None:
+        return f"{stats.details_fetched} fetched"
+    if stats.rows_in_flux:
+        return f"{stats.rows_in_flux} in flux (created or archived while paging)"
+    return ""

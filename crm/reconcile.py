@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 import duckdb
@@ -33,6 +34,7 @@ import pyarrow as pa
 from crm import duplicates, normalize, probable
 from crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables
 from resources.crm.mapping import CONTACT_SCHEMA
+from resources.metadata_record import MetadataRecord, spread_over, unreported
 from resources.sql import sql_literal
 
 Kind = Literal["text", "name", "phone", "country"]
@@ -89,15 +91,21 @@ DEFAULT_RULES: tuple[FieldRule, ...] = (
 
 
 @dataclass
-class ReconciliationResult:
-    run_id: str
+class ReconciliationResult(MetadataRecord):
+    """A reconciliation's counts (its reconciliation_runs row), and once written its reports: the
+    materialization metadata of crm/kol_reconciliation, which `commops reconcile` prints."""
+
+    run_id: str = unreported()
     reconciled_at: datetime
+    source: str
     kols: int
     contacts: int
-    counts: dict[str, int] = field(default_factory=dict)
-    duration_seconds: float = 0.0
+    counts: dict[str, int] = spread_over(STATUSES, default_factory=dict)  # rows by status, every status
     needs_review: int = 0
     duplicate_sets: int = 0
+    report_html: Path | None = None
+    report_csv: Path | None = None
+    duration_seconds: float = 0.0
 
 
 def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal["kol", "crm"]) -> str:
@@ -186,7 +194,8 @@ def reconcile(
         for table in conn.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND (starts_with(table_name, '_crm_') "
                                   "OR starts_with(table_name, '_pm_') OR starts_with(table_name, '_dup_'))").fetchall():
             conn.execute(f"DROP TABLE IF EXISTS {table[0]}")
-    return ReconciliationResult(run_id, reconciled_at, int(kols), int(contacts), counts, duration, int(review), int(sets))
+    return ReconciliationResult(run_id, reconciled_at, source, int(kols), int(contacts), counts, int(review), int(sets),
+                                duration_seconds=duration)
 
 
 def _probable(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, threshold: float,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ import pyarrow.compute as pc
 from crm.reconcile import FULL_NAME, FieldRule
 from crm.tables import AUDIT_TABLE, RESULT_TABLE, ensure_tables
 from resources.crm.base import WriteResult
+from resources.metadata_record import MetadataRecord
 
 PLAN = pa.schema(
     [
@@ -38,6 +40,32 @@ PLAN = pa.schema(
         ("new_value", pa.string()),
     ]
 )
+
+
+@dataclass(frozen=True)
+class WritebackOutcome(MetadataRecord):
+    """What a write-back did, or in a dry run would do: its asset's materialization metadata."""
+
+    applied: bool  # False: a dry run
+    writable: bool  # False: the CRM is a read-only export
+    creates: int  # contacts to create
+    updates: int  # contacts to update
+    fields: int  # field values in all (the plan's rows)
+    failed: int  # audit rows that failed
+    needs_review: int  # KOLs a contact probably is (none is created for them)
+
+    @classmethod
+    def of(cls, plan: pa.Table, audit: pa.Table, *, applied: bool, writable: bool, needs_review: int) -> WritebackOutcome:
+        records = set(zip(plan["action"].to_pylist(), plan["kol_id"].to_pylist(), strict=True))
+        return cls(
+            applied=applied,
+            writable=writable,
+            creates=sum(1 for action, _ in records if action == "create"),
+            updates=sum(1 for action, _ in records if action == "update"),
+            fields=plan.num_rows,
+            failed=sum(1 for mode in audit["mode"].to_pylist() if mode == "failed"),
+            needs_review=needs_review,
+        )
 
 
 class CrmWriter(Protocol):

@@ -22,7 +22,9 @@ What each event asks for (never trusting the payload's order or content):
 | event.* (others), unknown names | recorded only |
 """
 
-from assets.webhooks.apply import APPLY_STEP, BATCH_LIMIT, WEBHOOK_EVENTS_KEY, event_ids_of, run_config, webhook_events
+from assets.webhooks.apply import (
+    APPLY_STEP, BATCH_LIMIT, WEBHOOK_EVENTS_KEY, ApplyResult, event_ids_of, run_config, webhook_events,
+)
 from assets.webhooks.mark import APPLIED_KEY, applied
 
 WEBHOOK_ASSETS = [webhook_events, applied]
@@ -33,6 +35,7 @@ __all__ = [
     "BATCH_LIMIT",
     "WEBHOOK_ASSETS",
     "WEBHOOK_EVENTS_KEY",
+    "ApplyResult",
     "event_ids_of",
     "run_config",
     "webhook_events",

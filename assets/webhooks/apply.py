@@ -17,17 +17,19 @@ them for every event of the run (pipelines/hooks.py).
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import dagster as dg
 from pydantic import Field
 
 from sync.catalog import WEBHOOK_EVENTS
-from assets.metadata import catalog_reference, column_schema, request_metadata
+from assets.metadata import catalog_reference, column_schema
 from webhooks.refetch import Fetched, fetch_current_state
 from webhooks.routing import plan_batch
 from webhooks.settle import event_rows, set_aside_rows, settle
 from webhooks.write import unrecorded_quarantine, write
 from resources.api import CommopsApiResource
+from resources.metadata_record import ROW_COUNT, MetadataRecord, reported_as
 from assets.partitions import ORGS, partition_org
 from webhooks.organizations import route_events
 from resources.webhooks import InboxResource
@@ -40,6 +42,27 @@ APPLY_STEP = "warehouse__webhook_events"  # the op of the apply asset (run confi
 BATCH_LIMIT = 500  # events per run at most
 QUARANTINE_CHECK = "no_quarantined_events"
 _LISTED = 20  # quarantined events named in the check and the metadata
+
+
+@dataclass(frozen=True)
+class ApplyResult(MetadataRecord):
+    """What a run did with its batch: its asset's materialization metadata (besides its requests), which
+    `commops events apply` adds up."""
+
+    rows: int = reported_as(ROW_COUNT)  # the organization's webhook_events rows
+    events: int  # in the batch
+    applied: int
+    quarantined: int
+    quarantined_ids: list[str]
+    failed_pending: int  # failed alone, waiting for their next attempt
+    inbox_quarantined: int  # every organization's, after the run
+    unreadable_values: dict[str, int]
+    events_by_kind: dict[str, int]
+    rows_written: dict[str, int]  # by table
+    kols_refetched: int
+    kols_not_found: list[str]
+    signals_published_after: str
+    duration_seconds: float
 
 
 class WebhookEventsConfig(dg.Config):
@@ -147,24 +170,24 @@ def webhook_events(
     )
     for event_id, error in settled.quarantined.items():
         context.log.warning(f"quarantined {event_id}: {error}")
+    result = ApplyResult(
+        rows=counts.get(WEBHOOK_EVENTS.table, 0),
+        events=len(events),
+        applied=len(settled.applied),
+        quarantined=len(settled.quarantined),
+        quarantined_ids=sorted(settled.quarantined),
+        failed_pending=len(settled.waiting),
+        inbox_quarantined=inbox_counts["quarantined"],
+        unreadable_values=dict(unreadable.most_common()),
+        events_by_kind=dict(sorted(plan.kinds.items())),
+        rows_written=written,
+        kols_refetched=len(fetched.kols),
+        kols_not_found=fetched.kols_not_found,
+        signals_published_after=fetched.signals_since or "",
+        duration_seconds=time.monotonic() - started,
+    )
     return dg.MaterializeResult(
-        metadata={
-            "dagster/row_count": counts.get(WEBHOOK_EVENTS.table, 0),
-            "events": len(events),
-            "applied": len(settled.applied),
-            "quarantined": len(settled.quarantined),
-            "quarantined_ids": dg.MetadataValue.json(sorted(settled.quarantined)),
-            "failed_pending": len(settled.waiting),
-            "inbox_quarantined": inbox_counts["quarantined"],
-            "unreadable_values": dg.MetadataValue.json(dict(unreadable.most_common())),
-            "events_by_kind": dg.MetadataValue.json(dict(sorted(plan.kinds.items()))),
-            "rows_written": dg.MetadataValue.json(written),
-            "kols_refetched": len(fetched.kols),
-            "kols_not_found": dg.MetadataValue.json(fetched.kols_not_found),
-            "signals_published_after": fetched.signals_since or "",
-            **request_metadata(client.stats - before),
-            "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
-        },
+        metadata={**result.as_metadata(), **(client.stats - before).as_metadata()},
         check_results=[_quarantine_check(inbox_counts["quarantined"], listed)],
     )
 
