@@ -16,7 +16,7 @@ SECRETS_FILE_NAME = "webhook-secrets.json"
 
 
 class ReceiverSettings(BaseSettings):
-    """COMMOPS_WEBHOOK_SECRETS (comma-separated), COMMOPS_DATA_DIR (default ./data),
+    """COMMOPS_WEBHOOK_SECRETS (comma-separated), COMMOPS_DATA_DIR (default ./data), COMMOPS_DATA_GROUP,
     COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB), COMMOPS_INBOX_URL (Postgres; default: the data
     directory's SQLite file)."""
 
@@ -24,6 +24,7 @@ class ReceiverSettings(BaseSettings):
 
     webhook_secrets: SecretStr = Field(SecretStr(""), description="signing secrets, comma-separated")
     data_dir: Path = Path("./data")
+    data_group: str | None = Field(None, description="the group that may read the data directory's shared files")
     webhook_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
     inbox_url: SecretStr | None = Field(None, description="postgresql://... (its password is never shown)")
 
