@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from file_modes import restrict_umask
 from pipelines.cli.crm_command import crm, reconcile
 from pipelines.cli.events_command import events
 from pipelines.cli.local_commands import demo, ui
@@ -43,6 +44,7 @@ class OneLineErrors(click.Group):
 @click.group(cls=OneLineErrors)
 def main() -> None:
     """commops-sync: the Commercial Operations Service sync."""
+    restrict_umask()  # before any command writes: what it creates is owner-only (file_modes)
 
 
 main.add_command(service)

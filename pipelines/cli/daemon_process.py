@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from file_modes import private_dir
 from pipelines.cli.dagster_home import REPO_CONFIG
 from pipelines.cli.processes import start_group, stop_group
 
@@ -25,7 +26,7 @@ REPO = REPO_CONFIG.parent
 def running_daemon(dagster_home: Path, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
     """`dagster-daemon run -w workspace.yaml` with `env` (COMMOPS_*) added, DAGSTER_HOME configured with
     the repo's dagster.yaml; stopped on exit with every run process it started (its process group)."""
-    dagster_home.mkdir(parents=True, exist_ok=True)
+    private_dir(dagster_home)
     shutil.copyfile(REPO_CONFIG, dagster_home / "dagster.yaml")
     daemon = Path(sys.executable).with_name("dagster-daemon")
     full_env = {

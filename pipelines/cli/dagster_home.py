@@ -15,17 +15,18 @@ from pathlib import Path
 
 import dagster as dg
 
+from file_modes import private_dir
 from resources.settings import Settings
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "dagster.yaml"
 
 
 def prepare_home(settings: Settings) -> Path:
-    """The Dagster home, created (and configured, when it is under the data directory) if need be."""
+    """The Dagster home, created (and configured, when it is under the data directory) if need be; owner-only
+    (its run logs and step output)."""
     if os.environ.get("DAGSTER_HOME"):
         return Path(os.environ["DAGSTER_HOME"])
-    home = settings.dagster_home
-    home.mkdir(parents=True, exist_ok=True)
+    home = private_dir(settings.dagster_home)
     config = home / "dagster.yaml"
     if not config.exists() or config.read_bytes() != REPO_CONFIG.read_bytes():
         shutil.copyfile(REPO_CONFIG, config)

@@ -15,7 +15,7 @@ import dagster as dg
 from assets.partitions import ORGS
 from assets.webhooks import BATCH_LIMIT, run_config
 from assets.webhooks.organizations import route_events, unknown_organization
-from pipelines.cli.command_checks import check_writable, fail
+from pipelines.cli.command_checks import fail, prepare_data_dir
 from pipelines.cli.dagster_home import dagster_instance
 from pipelines.cli.in_process import QUIET_CONSOLE, failure_message, metadata_value
 from pipelines.definitions import build_resources, make_definitions
@@ -56,7 +56,7 @@ def run_apply(
     if settings.base_url:
         settings = settings.model_copy(update={"base_url": settings.require_base_url()})
     try:
-        check_writable(settings.data_dir)
+        prepare_data_dir(settings)
     except OSError as error:
         raise ApplyError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
     resources = build_resources(settings, api_key_env=api_key_env)
