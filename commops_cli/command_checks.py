@@ -10,7 +10,8 @@ from typing import NoReturn
 
 import click
 
-from resources.settings import SettingsError, load_settings
+from file_modes.data_dir import ModesError, secure_data_dir
+from resources.settings import Settings, SettingsError, load_settings
 
 
 def fail(command: str, message: str, exit_code: int = 1) -> NoReturn:
@@ -26,16 +27,29 @@ def check_writable(directory: Path) -> None:
     probe.unlink()
 
 
-def writable_data_dir(command: str, data_dir: str | os.PathLike[str] | None) -> Path:
-    """The data directory ($COMMOPS_DATA_DIR or ./data unless given), created and checked writable."""
+def prepare_data_dir(settings: Settings) -> None:
+    """Create the data directory if need be, give it (and what it holds) its modes, saying so in one line
+    on stderr when existing paths changed (file_modes/data_dir.py), and prove it writable. SettingsError
+    for an unknown COMMOPS_DATA_GROUP or a mode that cannot be set; OSError when it cannot be written."""
     try:
-        data = load_settings(data_dir=data_dir).data_dir
-        check_writable(data)
+        notice = secure_data_dir(settings.data_dir, settings.data_group)
+    except (ValueError, ModesError) as error:
+        raise SettingsError(str(error)) from None
+    if notice:
+        click.echo(notice, err=True)
+    check_writable(settings.data_dir)
+
+
+def writable_data_dir(command: str, data_dir: str | os.PathLike[str] | None) -> Path:
+    """The data directory ($COMMOPS_DATA_DIR or ./data unless given), prepared (`prepare_data_dir`)."""
+    try:
+        settings = load_settings(data_dir=data_dir)
+        prepare_data_dir(settings)
     except SettingsError as error:
         fail(command, str(error))
     except OSError as error:
         fail(command, f"cannot write to the data directory {data_dir or './data'}: {error.strerror or error}")
-    return data
+    return settings.data_dir
 
 
 def port_free(host: str, port: int) -> bool:

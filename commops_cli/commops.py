@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from file_modes import restrict_umask
 from commops_cli.crm import crm, reconcile
 from commops_cli.events import events
 from commops_cli.local import demo, ui
@@ -44,6 +45,7 @@ class OneLineErrors(click.Group):
 @click.version_option(package_name="commops-sync", prog_name="commops")
 def main() -> None:
     """commops-sync: the Commercial Operations Service sync."""
+    restrict_umask()  # before any command writes: what it creates is owner-only (file_modes)
 
 
 main.add_command(service)

@@ -9,7 +9,6 @@ $COMMOPS_DATA_DIR/crm-sandbox/.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections import Counter
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from file_modes import private_dir, write_private_file
 from crm.salesforce_standin.discrepancies import plant_discrepancies
 from resources.commops_api import ApiClient
 from crm.salesforce_standin import SalesforceStandIn
@@ -53,8 +53,7 @@ def start_sandbox(data_dir: Path, *, base_url: str, api_key: str, port: int = 0,
                   seed: int = 0) -> Sandbox:
     """Start the stand-in on 127.0.0.1:`port` with contacts planted from the service's active KOLs
     (a share `rate` of them given a discrepancy, deterministically by `seed`)."""
-    folder = sandbox_dir(data_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_dir(sandbox_dir(data_dir))
     password, token = secrets.token_urlsafe(12), secrets.token_urlsafe(12)
     standin = SalesforceStandIn(folder, username=USERNAME, password=password, security_token=token, port=port)
     contacts, expected = plant_discrepancies(_active_kols(base_url, api_key), rate=rate, seed=seed)
@@ -75,9 +74,7 @@ def start_sandbox(data_dir: Path, *, base_url: str, api_key: str, port: int = 0,
         "SALESFORCE_CA_BUNDLE": str(standin.ca_bundle_path),
     }
     env_file = folder / ENV_FILE
-    fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.writelines(f"{name}={value}\n" for name, value in env.items())
+    write_private_file(env_file, "".join(f"{name}={value}\n" for name, value in env.items()).encode())
     return Sandbox(standin, env, env_file, len(contacts), expected)
 
 

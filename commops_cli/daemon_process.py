@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from file_modes import private_dir
 from commops_cli.dagster_home import install_config
 from commops_cli.processes import start_group, stop_group
 
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]  # the checkout the tests and benchma
 def running_daemon(dagster_home: Path, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
     """`dagster-daemon run -w workspace.yaml` with `env` (COMMOPS_*) added, DAGSTER_HOME configured with
     the shipped dagster.yaml; stopped on exit with every run process it started (its process group)."""
-    install_config(dagster_home)
+    install_config(private_dir(dagster_home))
     daemon = Path(sys.executable).with_name("dagster-daemon")
     full_env = {
         **os.environ,

@@ -16,16 +16,18 @@ from pathlib import Path
 
 import dagster as dg
 
+from file_modes import private_dir
 from resources.settings import Settings
 
 INSTANCE_CONFIG = files("commops_cli").joinpath("dagster.yaml")
 
 
 def prepare_home(settings: Settings) -> Path:
-    """The Dagster home, created (and configured, when it is under the data directory) if need be."""
+    """The Dagster home, created (and configured, when it is under the data directory) if need be; owner-only
+    (its run logs and step output)."""
     if os.environ.get("DAGSTER_HOME"):
         return Path(os.environ["DAGSTER_HOME"])
-    home = settings.dagster_home
+    home = private_dir(settings.dagster_home)
     install_config(home)
     return home
 

@@ -13,7 +13,7 @@ import dagster as dg
 
 from assets.webhooks import BATCH_LIMIT, WEBHOOK_EVENTS_KEY, ApplyResult, run_config
 from webhooks.organizations import route_events, unknown_organization
-from commops_cli.command_checks import check_writable, fail
+from commops_cli.command_checks import fail, prepare_data_dir
 from commops_cli.in_process import job_runner
 from pipelines.definitions import build_resources
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
@@ -61,7 +61,7 @@ def run_apply(
     if settings.base_url:
         settings = settings.model_copy(update={"base_url": settings.require_base_url()})
     try:
-        check_writable(settings.data_dir)
+        prepare_data_dir(settings)
     except OSError as error:
         raise ApplyError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
     resources = build_resources(settings, api_key_env=api_key_env)

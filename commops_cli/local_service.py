@@ -9,10 +9,10 @@ demo keeps it to reuse the same database on the next run).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from file_modes import private_dir, write_private_file
 from service.local import create_local_service, default_counts, serve
 from service.server import ServiceServer
 
@@ -39,16 +39,14 @@ def ensure_seeded(data_dir: Path, *, kols: int = 200, echo=print) -> tuple[Path,
         stored = json.loads(credentials_path.read_text())
         return db_path, LocalCredentials(stored["org_id"], stored["api_key"])
 
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     if db_path.exists():
         db_path.unlink()  # a database without its key is unusable for the demo: start over
     echo(f"Seeding the local service ({db_path}) ...")
     local = create_local_service(db_path, org_name=DEMO_ORG_NAME, plan="enterprise", owner_email=DEMO_OWNER_EMAIL,
                                  scopes="all", **default_counts(kols=kols))
     echo("Seeded: " + ", ".join(f"{n:,} {name}" for name, n in local.seeded.items()))
-    fd = os.open(credentials_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump({"org_id": local.org_id, "api_key": local.api_key}, handle)
+    write_private_file(credentials_path, json.dumps({"org_id": local.org_id, "api_key": local.api_key}).encode())
     return db_path, LocalCredentials(local.org_id, local.api_key)
 
 

@@ -35,6 +35,7 @@ def receiver() -> None:
 @click.option("--max-body-bytes", type=int, help="Body cap, 413 above (default: $COMMOPS_WEBHOOK_MAX_BODY_BYTES or 16 MiB).")
 def run(host: str, port: int, data_dir: str | None, max_body_bytes: int | None) -> None:
     """Receive signed deliveries on POST /webhooks/commops until Ctrl-C (or SIGTERM)."""
+    from file_modes.data_dir import ModesError, secure_data_dir
     from http_serving.proxies import proxy_options
     from http_serving.server import serve
     from http_serving.sockets import BindError, bind
@@ -43,6 +44,14 @@ def run(host: str, port: int, data_dir: str | None, max_body_bytes: int | None) 
 
     settings = _settings(data_dir, max_body_bytes)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        notice = secure_data_dir(settings.data_dir, settings.data_group)
+    except (ValueError, ModesError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot make the data directory {settings.data_dir}: {exc.strerror or exc}") from None
+    if notice:
+        click.echo(notice, err=True)
     try:
         app = open_app(settings)
         sock = bind(host, port)

@@ -22,7 +22,7 @@ import dagster as dg
 from assets import snapshot_date as dates
 from assets.metadata import SyncStats
 from sync.progress import ProgressReporter
-from commops_cli.command_checks import check_writable
+from commops_cli.command_checks import prepare_data_dir
 from resources.commops_api import RequestStats
 from resources.files import LockHeld, holding_lock
 from pipelines.definitions import build_resources
@@ -135,7 +135,7 @@ def run_sync(
         OrgRegistry(settings.data_dir).get(org)  # SettingsError: unknown organization, naming the known ones
     check_snapshot_date(snapshot_date)
     try:
-        check_writable(settings.data_dir)
+        prepare_data_dir(settings)
     except OSError as error:
         raise SyncError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
 

@@ -4,6 +4,7 @@ the one place resources are built, for the code location, `commops sync`/`demo` 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import dagster as dg
@@ -15,6 +16,8 @@ from assets.lake import SNAPSHOT_ASSETS
 from sync.progress import ProgressReporter
 from assets.warehouse import TABLE_ASSETS
 from assets.webhooks import WEBHOOK_ASSETS, webhook_events
+from file_modes import restrict_umask
+from file_modes.data_dir import secure_data_dir
 from pipelines.jobs import JOBS
 from pipelines.schedules import build_schedules
 from pipelines.sensors import SENSORS
@@ -101,6 +104,13 @@ def make_definitions(settings: Settings, resources: dict[str, Any] | None = None
 @dg.definitions
 def defs() -> dg.Definitions:
     """What `dg dev` and `dagster dev` load (lazily: importing this module reads no environment). The base URL
-    stays an EnvVar, so the UI shows the variable rather than a copy of its value."""
+    stays an EnvVar, so the UI shows the variable rather than a copy of its value.
+
+    Every Dagster process that runs this code loads it (the code server, each run worker, a Kubernetes
+    run's pod), so this is where they get the umask and the data directory its modes (file_modes)."""
+    restrict_umask()
     settings = load_settings()
+    notice = secure_data_dir(settings.data_dir, settings.data_group)
+    if notice:
+        print(notice, file=sys.stderr)
     return make_definitions(settings, build_resources(settings.model_copy(update={"base_url": None})))

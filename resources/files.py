@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from file_modes import write_private_file
+
 
 class LockHeld(Exception):
     """The lock is held by another process; `holder` is what that process wrote in it ("pid N")."""
@@ -68,11 +70,9 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace `path` with `text` so a reader sees the old file or the new one, never half of it."""
+    """Replace `path` with `text` so a reader sees the old file or the new one, never half of it; the new
+    file is owner-only (the rename keeps the temporary file's mode)."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+    write_private_file(temp, text.encode())
     os.replace(temp, path)
     fsync_dir(path.parent)

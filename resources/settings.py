@@ -46,6 +46,8 @@ class Settings(BaseSettings):
 
     base_url: str | None = Field(default=None, description="Service address including /v1 (COMMOPS_BASE_URL).")
     data_dir: Path = Field(default=Path("./data"), description="Lake, warehouse, analytics copy, Dagster home.")
+    # Owner-only without it (file_modes/data_dir.py); the group's name is checked where the directory is prepared.
+    data_group: str | None = Field(default=None, description="Group that may read the lake, analytics.duckdb and reports.")
     timezone: str = Field(default="UTC", description="Timezone of snapshot dates and the 02:00 schedule.")
     # KOL details fetched per run at most (one GET each); a first sync of a large org drains
     # its backlog over several nights instead of spending the night on detail requests.

@@ -16,6 +16,16 @@ from tests.s3 import S3Server, running_s3
 from webhooks.inbox import inbox_path
 
 
+@pytest.fixture(autouse=True)
+def _umask_kept() -> Iterator[None]:
+    """The commops entry points set the process umask (file_modes): a test running one in this process
+    (CliRunner, the code location's defs()) leaves the umask of the tests after it as it found it."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    yield
+    os.umask(mask)
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
     """A PostgreSQL server on 127.0.0.1 for the session (take a database of your own: create_database).

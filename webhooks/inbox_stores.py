@@ -25,6 +25,8 @@ from typing import Any
 
 from webhooks.postgres_urls import connection_error, redacted
 
+from file_modes import private_dir, private_sqlite_file
+
 BUSY_TIMEOUT_MS = 30_000
 INBOX_URL_ENV = "COMMOPS_INBOX_URL"
 POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg2")
@@ -106,7 +108,8 @@ class SqliteStore:
         self.where = str(self.path)
         self._local = threading.local()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)  # the payloads hold personal data: owner-only
+            private_sqlite_file(self.path)
             self._ensure_schema()
         except (OSError, sqlite3.Error) as error:
             reason = getattr(error, "strerror", None) or str(error)

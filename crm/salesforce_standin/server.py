@@ -1,9 +1,9 @@
 """Run the Salesforce stand-in over HTTPS on 127.0.0.1 (tests, `commops demo`).
 
 The certificate comes from a CA generated at start with trustme; its PEM is written to
-`ca_bundle_path` in the directory the caller gives, so a client trusts the stand-in only when
-told to (SALESFORCE_CA_BUNDLE), never through the system store. http_serving binds the socket
-before uvicorn starts (port 0: a free port), so .url is known at once.
+`ca_bundle_path` in the directory the caller gives (the server's key beside it, owner-only), so a
+client trusts the stand-in only when told to (SALESFORCE_CA_BUNDLE), never through the system store.
+http_serving binds the socket before uvicorn starts (port 0: a free port), so .url is known at once.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import trustme
 
+from file_modes import write_private_file
 from http_serving.server import ThreadedServer
 from crm.salesforce_standin.app import Org, OrgConfig, create_app
 from crm.salesforce_standin.store import ContactStore, format_datetime
@@ -52,8 +53,8 @@ class SalesforceStandIn(ThreadedServer):
         self.directory.mkdir(parents=True, exist_ok=True)
         ca = trustme.CA()
         ca.cert_pem.write_to_path(str(self.ca_bundle_path))
-        server_pem = self.directory / "salesforce-standin-server.pem"
-        ca.issue_cert(self.host).private_key_and_cert_chain_pem.write_to_path(str(server_pem))
+        server_pem = self.directory / "salesforce-standin-server.pem"  # holds the private key: owner-only
+        write_private_file(server_pem, ca.issue_cert(self.host).private_key_and_cert_chain_pem.bytes())
         self.options.update(ssl_certfile=str(server_pem), ssl_keyfile=str(server_pem))
         return super().start(timeout)
 

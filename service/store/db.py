@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from commops_spec.constants import SCOPES as SPEC_SCOPES
+from file_modes import private_sqlite_file
 from service.scopes import WEBHOOKS_WRITE
 from service.store import search
 
@@ -33,8 +34,10 @@ def connect(path: str | Path) -> sqlite3.Connection:
 
 def init_db(path: str | Path) -> None:
     """Create the database file and its schema if they do not exist yet; bring the schema of
-    an older database up to date (columns added since: service/store/search.py)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    an older database up to date (columns added since: service/store/search.py). The file is
+    owner-only (it holds webhook signing secrets and KOLs' personal data), and so is a folder made for it."""
+    Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_sqlite_file(Path(path))
     schema = resources.files("service.store").joinpath("schema.sql").read_text()
     conn = connect(path)
     try:

@@ -10,7 +10,8 @@ from simple_salesforce.exceptions import SalesforceAuthenticationFailed
 
 from resources.crm import CrmError
 from resources.crm.salesforce import SalesforceResource
-from tests.crm.conftest import PASSWORD, TOKEN, USERNAME, resource_for
+from tests.crm.conftest import PASSWORD, TOKEN, USERNAME, resource_for, start_standin
+from tests.file_modes import LOOSE_UMASK, mode, umask_of
 
 
 def test_login_with_username_password_and_token(standin):
@@ -97,3 +98,15 @@ def test_http_session_ignores_the_environment_and_always_has_a_timeout(standin, 
     monkeypatch.setattr(requests.adapters.HTTPAdapter, "send", spy)
     session.get(f"{standin.url}/services/data/")
     assert sent["timeout"] == 7.5
+
+
+def test_the_stand_ins_private_key_is_owner_only_under_a_loose_umask(tmp_path):
+    with umask_of(LOOSE_UMASK):
+        server = start_standin(tmp_path / "salesforce")
+    try:
+        key = tmp_path / "salesforce" / "salesforce-standin-server.pem"
+        assert "PRIVATE KEY" in key.read_text()
+        assert mode(key) == 0o600
+        assert requests.get(f"{server.url}/services/data/", verify=str(server.ca_bundle_path), timeout=10).ok
+    finally:
+        server.stop()

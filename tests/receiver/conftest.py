@@ -52,21 +52,23 @@ def post_signed(client: httpx.Client, url: str, env: dict[str, Any], secret: str
     return client.post(url, content=body, headers=signed_headers(secret, body))
 
 
-def start_receiver_process(port: int, data_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_receiver_process(port: int, data_dir: Path, env: dict[str, str] | None = None,
+                           preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen:
     """`commops receiver run` in a process of its own on 127.0.0.1:`port` (COMMOPS_WEBHOOK_SECRETS=SECRET
     unless `env` says otherwise), returned once /healthz answers; the caller stops it."""
-    process = launch_receiver_process(port, data_dir, env)
+    process = launch_receiver_process(port, data_dir, env, preexec_fn)
     wait_for_receiver(process, port)
     return process
 
 
-def launch_receiver_process(port: int, data_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+def launch_receiver_process(port: int, data_dir: Path, env: dict[str, str] | None = None,
+                            preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen:
     """start_receiver_process without the wait: several receivers start at once, then `wait_for_receiver`."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "COMMOPS_WEBHOOK_SECRETS": SECRET, **(env or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "commops_cli", "receiver", "run", "--host", "127.0.0.1", "--port", str(port),
          "--data-dir", str(data_dir)],
-        env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=preexec_fn,
     )
 
 

@@ -19,15 +19,17 @@ SECRETS_FILE_NAME = "webhook-secrets.json"
 
 class ReceiverSettings(BaseSettings):
     """COMMOPS_WEBHOOK_SECRETS (comma-separated, each `secret` or `org_...=secret`), COMMOPS_DATA_DIR
-    (default ./data), COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB), COMMOPS_WEBHOOK_UNVERIFIED_BYTES
-    (default twice the body cap), COMMOPS_INBOX_URL (Postgres; default: the data directory's SQLite file),
-    COMMOPS_FORWARDED_ALLOW_IPS (the reverse proxies whose X-Forwarded-For is believed; default none)."""
+    (default ./data), COMMOPS_DATA_GROUP, COMMOPS_WEBHOOK_MAX_BODY_BYTES (default 16 MiB),
+    COMMOPS_WEBHOOK_UNVERIFIED_BYTES (default twice the body cap), COMMOPS_INBOX_URL (Postgres; default: the
+    data directory's SQLite file), COMMOPS_FORWARDED_ALLOW_IPS (the reverse proxies whose X-Forwarded-For is
+    believed; default none)."""
 
     model_config = SettingsConfigDict(env_prefix="COMMOPS_", extra="ignore", env_ignore_empty=True)
 
     webhook_secrets: SecretStr = Field(SecretStr(""), description="signing secrets, comma-separated, each `secret` "
                                        "or `org_...=secret` (verifies that organization's events only)")
     data_dir: Path = Path("./data")
+    data_group: str | None = Field(None, description="the group that may read the data directory's shared files")
     webhook_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
     # Bytes of bodies read but not verified yet, all requests together; past it 503 with Retry-After.
     webhook_unverified_bytes: int | None = Field(None, gt=0, description="default: twice the body cap")
