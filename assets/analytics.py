@@ -7,8 +7,6 @@ into Iceberg tables on the object store for readers on other machines (resources
 """
 
 import time
-from collections.abc import Sequence
-from typing import Any
 
 import dagster as dg
 import duckdb
@@ -20,21 +18,6 @@ from resources.warehouse import WarehouseResource
 ANALYTICS_KEY = dg.AssetKey(["analytics"])
 # The current-state tables (one row per org and key, with their child tables) published as Iceberg tables.
 ICEBERG_TABLES = (*CATALOG, KOL_DETAILS, CAMPAIGN_ENGAGEMENT, WEBHOOK_EVENTS)
-
-
-def read_published(warehouse: WarehouseResource, table: str, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-    """The rows of `sql` over the published analytics.duckdb, opened read-only: no writer lock, no wait
-    for a sync; [] while nothing is published or `table` is not there yet. The copy may trail the
-    warehouse by one unpublished write, never lead it."""
-    if not warehouse.analytics_path.exists():
-        return []
-    conn = duckdb.connect(str(warehouse.analytics_path), read_only=True)
-    try:
-        if not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0]:
-            return []
-        return conn.execute(sql, list(params)).fetchall()
-    finally:
-        conn.close()
 
 
 def build_analytics_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:

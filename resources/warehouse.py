@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -485,6 +485,20 @@ class WarehouseResource(dg.ConfigurableResource):
     @property
     def analytics_path(self) -> Path:
         return Path(self.data_dir) / ANALYTICS_FILE
+
+    def read_published(self, table: str, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """The rows of `sql` over the published analytics.duckdb, opened read-only: no writer lock, no wait
+        for a sync; [] while nothing is published or `table` is not there yet. The copy may trail the
+        warehouse by one unpublished write, never lead it."""
+        if not self.analytics_path.exists():
+            return []
+        conn = duckdb.connect(str(self.analytics_path), read_only=True)
+        try:
+            if not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0]:
+                return []
+            return conn.execute(sql, list(params)).fetchall()
+        finally:
+            conn.close()
 
     @property
     def lock_path(self) -> Path:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from assets.analytics import read_published
 from sync.catalog import CAMPAIGNS, KOL_DETAILS, SIGNALS, ResourceSpec
 from sync.schemas import FETCHED_AT
 from webhooks.reshape import kol_list_shape, one_line
@@ -106,6 +105,6 @@ def _signal_watermark(plan: Plan, warehouse: WarehouseResource, org: str) -> str
     warehouse, which moves the watermark earlier: more signals walked, none missed."""
     if plan.signal_published:
         return format_timestamp(min(plan.signal_published) - SIGNAL_OVERLAP)
-    rows = read_published(warehouse, SIGNALS.table, f"SELECT max(published_at) FROM {SIGNALS.table} WHERE org = ?", [org])
+    rows = warehouse.read_published(SIGNALS.table, f"SELECT max(published_at) FROM {SIGNALS.table} WHERE org = ?", [org])
     newest = rows[0][0] if rows else None
     return None if newest is None else format_timestamp(newest - SIGNAL_FALLBACK_OVERLAP)

@@ -5,7 +5,7 @@ changes are committed and published; any failure before leaves it pending."""
 
 import dagster as dg
 
-from assets.analytics import ANALYTICS_KEY, read_published
+from assets.analytics import ANALYTICS_KEY
 from sync.catalog import WEBHOOK_EVENTS
 from assets.partitions import ORGS
 from webhooks.reshape import APPLIED
@@ -18,8 +18,7 @@ APPLIED_KEY = dg.AssetKey(["webhooks", "applied"])
 
 def applied_in_run(warehouse: WarehouseResource, run_id: str) -> tuple[list[str], str | None]:
     """Ids (and their applied_at) of the events applied by `run_id`, as published in analytics.duckdb."""
-    rows = read_published(
-        warehouse,
+    rows = warehouse.read_published(
         WEBHOOK_EVENTS.table,
         f"SELECT id, applied_at FROM {WEBHOOK_EVENTS.table} WHERE run_id = ? AND status = ?",
         [run_id, APPLIED],
