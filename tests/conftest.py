@@ -16,6 +16,12 @@ from tests.s3 import S3Server, running_s3
 from webhooks.inbox import inbox_path
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests write data directories as the project's own processes do: under the owner-only umask
+    every entry point sets (file_modes). A test that needs a looser one sets it in its subprocess."""
+    os.umask(0o077)
+
+
 @pytest.fixture(autouse=True)
 def _umask_kept() -> Iterator[None]:
     """The commops entry points set the process umask (file_modes): a test running one in this process
