@@ -42,6 +42,8 @@ class Materialization:
 
 @dataclass(frozen=True)
 class JobRun:
+    """A finished run, as the commands read it."""
+
     run_id: str
     failure: str | None  # the root cause of a failed run, one line; None when it succeeded
     duration_seconds: float
@@ -61,6 +63,8 @@ class JobRun:
 
 @dataclass(frozen=True)
 class JobRunner:
+    """Where every in-process run of the commands is launched (`run`)."""
+
     definitions: dg.Definitions
     instance: dg.DagsterInstance
 
