@@ -9,7 +9,6 @@ into Iceberg tables on the object store for readers on other machines (resources
 import time
 
 import dagster as dg
-import duckdb
 
 from sync.catalog import CAMPAIGN_ENGAGEMENT, CATALOG, KOL_DETAILS, WEBHOOK_EVENTS
 from resources.iceberg import IcebergResource
