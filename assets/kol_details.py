@@ -102,7 +102,7 @@ def kol_details(
     started = time.monotonic()
     limit = config.limit if config.limit is not None else load_settings().enrich_details_limit
     org = partition_org(context)
-    client = api.client_for(orgs.registered(org))
+    client = api.client_for(orgs.get(org))
     before = client.stats
     budget_left = max(0, api.max_requests_per_run - before.requests)
     found = _pending(warehouse, context, org, min(limit, budget_left))

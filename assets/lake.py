@@ -33,7 +33,7 @@ from resources.changed_rows import ChangedRows
 from resources.commops_api import ApiClient, Listing, ListSource, Page, RequestStats
 from resources.digest import content_fields
 from resources.lake import LakeResource
-from resources.orgs import DEFAULT_ORG, OrgsResource
+from resources.orgs import OrgsResource
 from resources.warehouse import WarehouseResource
 
 # Pages of the next list read ahead while a step ends and the next starts (a few megabytes of Arrow): with the
@@ -125,8 +125,7 @@ def snapshot(
     Once its pages are in, the run's next list is read ahead."""
     snapshot_date = run_snapshot_date(context)
     org = partition_org(context)
-    lake.adopt_single_org_layout([spec.name], DEFAULT_ORG)  # a data directory from before organizations
-    client = api.client_for(orgs.registered(org))
+    client = api.client_for(orgs.get(org))
     fetch = api.take_read_ahead(org, spec.name) or _start_fetch(client, spec, progress)
     listing, converters = fetch.listing, fetch.converters
     with lake.snapshot(org, spec.name, snapshot_date, spec.schema, key=spec.key, newest_by=FETCHED_AT,

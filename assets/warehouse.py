@@ -22,7 +22,6 @@ from assets.metadata import SyncStats, catalog_reference, column_schema, markdow
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.changed_rows import changes_of
 from resources.lake import LakeResource
-from resources.orgs import DEFAULT_ORG
 from resources.sql import read_parquet, sql_literal
 from resources.warehouse import WarehouseResource
 
@@ -121,7 +120,6 @@ def load(
 ) -> dg.MaterializeResult:
     snapshot_date = run_snapshot_date(context)
     org = partition_org(context)
-    lake.adopt_single_org_layout([spec.name], DEFAULT_ORG)  # a data directory from before organizations
     handed = warehouse.background.take((spec.name, org, snapshot_date)) if warehouse.background else None
     if handed is not None:
         merged = handed.result()  # the merge's error, raised again here, fails this step

@@ -19,7 +19,7 @@ from pipelines.definitions import build_resources
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from resources.webhooks import InboxResource
 from resources.orgs import DEFAULT_ORG, OrgsResource
-from resources.settings import API_KEY_ENV, SettingsError, load_settings, require_api_key
+from resources.settings import API_KEY_ENV, SettingsError, load_settings
 from webhooks.inbox import Inbox, InboxUnreachable
 
 LISTED = 100  # events listed per state by `status`
@@ -58,8 +58,6 @@ def run_apply(
     event ids, as the sensor gives them), until no event is ready; events of no registered organization
     are quarantined; ApplyError when a run fails."""
     settings = load_settings(base_url=base_url, data_dir=data_dir)
-    if settings.base_url:
-        settings = settings.model_copy(update={"base_url": settings.require_base_url()})
     try:
         prepare_data_dir(settings)
     except OSError as error:
@@ -85,8 +83,8 @@ def run_apply(
                 raise ApplyError(f"{len(batch)} event(s) still pending after a run that succeeded, e.g. {batch[0]}")
             previous = batch
             for org, events in sorted(routed.items()):
-                if org == DEFAULT_ORG and not any(o.name == DEFAULT_ORG for o in orgs.registry.registered()):
-                    require_api_key(api_key_env)
+                if org == DEFAULT_ORG:
+                    next(o for o in known if o.name == org).api_key()  # SettingsError naming its variable
                 run = runner.run(APPLY_WEBHOOK_EVENTS, run_config=run_config([e.id for e in events][:limit]),
                                  partition=org)
                 summary.runs += 1

@@ -23,7 +23,7 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from commops_cli.dagster_home import dagster_instance
 from file_modes import restrict_umask
-from pipelines.definitions import CODE_LOCATION, make_definitions
+from pipelines.definitions import CODE_LOCATION, adopt_single_org_layout, make_definitions
 from resources.metadata_record import MetadataRecord, plain_values
 from resources.settings import Settings
 
@@ -97,10 +97,12 @@ class JobRunner:
 def job_runner(settings: Settings, resources: Mapping[str, Any],
                instance: dg.DagsterInstance | None = None) -> Iterator[JobRunner]:
     """A runner of the code location's jobs (built from `settings` and `resources`), in `instance`,
-    else in the Dagster home the UI reads (`commops ui`), open for the `with` block. The process's umask
-    becomes the project's (file_modes), as in every process that runs the code location: a job run in
-    process (a test's, a benchmark's) writes owner-only files like `commops` does."""
+    else in the Dagster home the UI reads (`commops ui`), open for the `with` block. As in every process
+    that runs the code location, the umask becomes the project's (file_modes), so a job run in process (a
+    test's, a benchmark's) writes owner-only files like `commops` does, and a lake from before
+    organizations takes their layout."""
     restrict_umask()
+    adopt_single_org_layout(settings)
     definitions = make_definitions(settings, resources)
     with nullcontext(instance) if instance is not None else dagster_instance(settings) as opened:
         yield JobRunner(definitions, opened)

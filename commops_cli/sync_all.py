@@ -5,8 +5,8 @@ failed, 2 when only data-quality checks failed."""
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from commops_cli.command_checks import fail
-from resources.orgs import OrgRegistry
+from resources.orgs import OrgRegistry, default_org
 from resources.settings import SettingsError, load_settings
 
 
@@ -37,8 +37,8 @@ def sync_all(max_parallel: int, *, snapshot_date: str | None, base_url: str | No
              data_dir: str | None, enrich_limit: int | None, summary_json: str | None = None) -> int:
     try:
         settings = load_settings(base_url=base_url, data_dir=data_dir)
-        environment = dict(os.environ, **({"COMMOPS_BASE_URL": base_url} if base_url else {}))
-        orgs = [org.name for org in OrgRegistry(settings.data_dir).all(environment)]
+        default = functools.partial(default_org, settings.base_url, api_key_env)
+        orgs = [org.name for org in OrgRegistry(settings.data_dir, default=default).all()]
     except SettingsError as error:
         fail("sync --all", str(error))
     if not orgs:

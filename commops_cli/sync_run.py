@@ -7,6 +7,7 @@ naming its variable.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -29,8 +30,8 @@ from pipelines.definitions import build_resources
 from commops_cli.in_process import JobRun, Materialization, job_runner
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.lake import LAKE_DIR
-from resources.orgs import DEFAULT_ORG, OrgRegistry
-from resources.settings import API_KEY_ENV, TIMEZONE_ENV, load_settings, require_api_key
+from resources.orgs import DEFAULT_ORG, OrgRegistry, default_org
+from resources.settings import API_KEY_ENV, BASE_URL_ENV, TIMEZONE_ENV, load_settings, not_set
 from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE
 
 KOL_DETAILS_OP = "warehouse__kol_details"
@@ -124,15 +125,11 @@ def run_sync(
     environment variables by the API resource itself, so they never enter Dagster's storage. Without
     `instance`, the run is recorded in the Dagster home the UI reads (`commops ui`)."""
     settings = load_settings(base_url=base_url, data_dir=data_dir)
-    registered = OrgRegistry(settings.data_dir).registered()
-    own = next((o for o in registered if o.name == org), None)
-    if own is not None:
-        own.api_key()  # SettingsError naming its variable, before anything runs
-    elif org == DEFAULT_ORG:
-        settings = settings.model_copy(update={"base_url": settings.require_base_url()})
-        require_api_key(api_key_env)
-    else:
-        OrgRegistry(settings.data_dir).get(org)  # SettingsError: unknown organization, naming the known ones
+    registry = OrgRegistry(settings.data_dir, default=functools.partial(default_org, settings.base_url, api_key_env))
+    chosen = registry.find(org)
+    if chosen is None:
+        raise not_set(BASE_URL_ENV) if org == DEFAULT_ORG else registry.unknown(org)
+    chosen.api_key()  # SettingsError naming its variable, before anything runs
     check_snapshot_date(snapshot_date)
     try:
         prepare_data_dir(settings)

@@ -13,6 +13,7 @@ from assets.analytics import build_analytics_asset
 from assets.crm import CRM_ASSETS
 from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
+from sync.catalog import CATALOG
 from sync.progress import ProgressReporter
 from assets.warehouse import TABLE_ASSETS
 from assets.webhooks import WEBHOOK_ASSETS, webhook_events
@@ -26,7 +27,7 @@ from resources.crm import CrmSettings, NoCrmConfigured, build_crm_resource
 from resources.iceberg import IcebergResource
 from resources.webhooks import InboxResource
 from resources.lake import LakeResource
-from resources.orgs import ORGS_URL_ENV, OrgsResource
+from resources.orgs import DEFAULT_ORG, ORGS_URL_ENV, OrgsResource
 from resources.settings import API_KEY_ENV, ICEBERG_CATALOG_URL_ENV, Settings, load_settings
 from resources.warehouse import WarehouseResource
 from webhooks.inbox import INBOX_URL_ENV
@@ -55,23 +56,18 @@ def build_resources(
     crm: Any = None,
 ) -> dict[str, Any]:
     """The run's resources. Secrets only as dg.EnvVar: Dagster stores the variable's name, never its
-    value (a registered organization's key is read from its variable by the API resource, at run time).
-    The default organization's base URL is the explicit setting when one was given, else COMMOPS_BASE_URL.
+    value (an organization's key is read from its variable by the API resource, at run time).
+    The default organization's base URL is the explicit setting when one was given, else COMMOPS_BASE_URL;
+    its key is read from `api_key_env` (a deployment of registered organizations only needs neither).
     The CRM is `crm` when given, else the one SALESFORCE_* / COMMOPS_CRM_CSV configure (if any)."""
     data_dir = str(settings.data_dir)
     return {
-        "api": CommopsApiResource(
-            # The default organization: an explicit address, else COMMOPS_BASE_URL; its key is read from
-            # `api_key_env` when a run builds its client (a deployment of registered organizations only
-            # needs neither).
-            base_url=settings.base_url,
-            api_key_env=api_key_env,
-            max_concurrency=max_concurrency,
-        ),
+        "api": CommopsApiResource(max_concurrency=max_concurrency),
         "orgs": OrgsResource(
             data_dir=data_dir,
             url=dg.EnvVar(ORGS_URL_ENV) if os.environ.get(ORGS_URL_ENV) else None,
             default_base_url=settings.base_url,
+            default_api_key_env=api_key_env,
         ),
         "lake": LakeResource(data_dir=data_dir, url=settings.lake_url),
         "warehouse": WarehouseResource(data_dir=data_dir),
@@ -90,6 +86,14 @@ def build_resources(
     }
 
 
+def adopt_single_org_layout(settings: Settings) -> None:
+    """A data directory from before organizations: its lake becomes organization `default`'s (the warehouse
+    adopts its tables as it merges). Done as a process that runs the pipeline starts (the code location's
+    load, the commands' job runner), never by a step; nothing is written when there is nothing to adopt."""
+    lake = LakeResource(data_dir=str(settings.data_dir), url=settings.lake_url)
+    lake.adopt_single_org_layout([spec.name for spec in CATALOG], DEFAULT_ORG)
+
+
 def make_definitions(settings: Settings, resources: dict[str, Any] | None = None) -> dg.Definitions:
     resources = resources or build_resources(settings)
     return dg.Definitions(
@@ -103,14 +107,16 @@ def make_definitions(settings: Settings, resources: dict[str, Any] | None = None
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    """What `dg dev` and `dagster dev` load (lazily: importing this module reads no environment). The base URL
-    stays an EnvVar, so the UI shows the variable rather than a copy of its value.
+    """What `dg dev` and `dagster dev` load (lazily: importing this module reads no environment). The default
+    organization's base URL is not copied into the resources: a run reads COMMOPS_BASE_URL as it needs it.
 
     Every Dagster process that runs this code loads it (the code server, each run worker, a Kubernetes
-    run's pod), so this is where they get the umask and the data directory its modes (file_modes)."""
+    run's pod), so this is where they get the umask, the data directory its modes (file_modes) and a lake
+    from before organizations its layout."""
     restrict_umask()
     settings = load_settings()
     notice = secure_data_dir(settings.data_dir, settings.data_group)
     if notice:
         print(notice, file=sys.stderr)
+    adopt_single_org_layout(settings)
     return make_definitions(settings, build_resources(settings.model_copy(update={"base_url": None})))

@@ -1,11 +1,8 @@
 """The Commercial Operations API as a Dagster resource: one ApiClient (one rate budget) per run, for the
-run's organization (its partition): the organization's own address and key variable, or, for the
-organization `default` of the single-organization setup, this resource's own (COMMOPS_BASE_URL,
-COMMOPS_API_KEY)."""
+run's organization (its partition, an Org from the `orgs` resource): its address and its key variable."""
 
 from __future__ import annotations
 
-import os
 from typing import Any, Protocol
 
 import dagster as dg
@@ -13,8 +10,8 @@ from pydantic import Field, PrivateAttr
 
 from resources.arrow_memory import use_lean_memory_pool
 from resources.commops_api import ApiClient
-from resources.orgs import DEFAULT_ORG, Org
-from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, checked_base_url, not_set
+from resources.orgs import Org
+from resources.settings import SettingsError
 
 
 class ReadAheadFetch(Protocol):
@@ -25,15 +22,9 @@ class ReadAheadFetch(Protocol):
 
 class CommopsApiResource(dg.ConfigurableResource):
     """Reads the Commercial Operations API; every asset of a run shares the run organization's client,
-    its rate budget and its request cap. The default organization's address is `base_url`, else
-    COMMOPS_BASE_URL, and its key is read from the variable `api_key_env` names when the client is built
-    (Dagster stores the variable's name, never the key); `api_key` passes one explicitly (tests). The
-    address is checked as the client is built."""
+    its rate budget and its request cap. The organization's key is read from its variable when the client
+    is built (Dagster stores the variable's name, never the key)."""
 
-    base_url: str | None = Field(default=None, description="The default organization's service address including /v1, "
-                                 "e.g. http://127.0.0.1:8000/v1 (COMMOPS_BASE_URL).")
-    api_key: str | None = Field(default=None, repr=False, description="The default organization's API key (COMMOPS_API_KEY); never logged.")
-    api_key_env: str = Field(default=API_KEY_ENV, description="The variable the API key is read from, named in errors.")
     per_page: int = Field(default=100, description="Page size of list requests (the API's maximum is 100).")
     max_concurrency: int = Field(default=4, description="Requests in flight at once (worker threads and connections).")
     max_requests_per_run: int = Field(default=100_000, description="Cap on HTTP requests per run, retries included.")
@@ -63,36 +54,21 @@ class CommopsApiResource(dg.ConfigurableResource):
     def take_read_ahead(self, org: str, name: str) -> ReadAheadFetch | None:
         return self._read_ahead.pop((org, name), None)
 
-    @property
-    def client(self) -> ApiClient:
-        """The default organization's client (this resource's own address and key)."""
-        return self.client_for(None)
-
-    def client_for(self, org: Org | None) -> ApiClient:
-        """The run's client for a registered `org`, or for None: the environment's organization `default`
-        (this resource's own address and key). Built once per run; dg.Failure naming the setting when the
-        address or the key is missing."""
-        name = DEFAULT_ORG if org is None else org.name
-        if name not in self._clients:
+    def client_for(self, org: Org) -> ApiClient:
+        """The run's client for `org`, built once per run; dg.Failure naming the variable when its key is not set."""
+        if org.name not in self._clients:
             try:
-                if org is None:
-                    key_env = self.api_key_env
-                    base_url = checked_base_url(self.base_url or os.environ.get(BASE_URL_ENV))
-                    api_key = self.api_key or os.environ.get(key_env)
-                    if not api_key:
-                        raise not_set(key_env)
-                else:
-                    base_url, api_key, key_env = org.base_url, org.api_key(), org.api_key_env
+                api_key = org.api_key()
             except SettingsError as error:
                 raise dg.Failure(str(error)) from None
-            self._clients[name] = self._build(base_url, api_key, key_env)
-        return self._clients[name]
+            self._clients[org.name] = self._build(org, api_key)
+        return self._clients[org.name]
 
-    def _build(self, base_url: str, api_key: str, api_key_env: str) -> ApiClient:
+    def _build(self, org: Org, api_key: str) -> ApiClient:
         return ApiClient(
-            base_url,
+            org.base_url,
             api_key,
-            api_key_env=api_key_env,
+            api_key_env=org.api_key_env,
             per_page=self.per_page,
             max_concurrency=self.max_concurrency,
             max_requests=self.max_requests_per_run,

@@ -318,16 +318,20 @@ class LakeResource(dg.ConfigurableResource):
     def adopt_single_org_layout(self, resources: Iterable[str], org: str) -> list[str]:
         """A data directory from before organizations: its `lake/<resource>/` folders become
         `lake/org=<org>/<resource>/` (renames on one filesystem: nothing is copied or lost). Returns
-        the resources moved. A lake on object storage is new: nothing to adopt."""
-        moved = []
+        the resources moved. A lake on object storage is new: nothing to adopt. Idempotent; where there
+        is nothing to adopt, a look at each folder and nothing written."""
         if not self.is_local:
-            return moved
+            return []
+        before = [resource for resource in resources if any((self.root / resource).glob("snapshot_date=*"))]
+        if not before:
+            return []
+        moved = []
         with open(self._lock_file(), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            for resource in resources:
+            for resource in before:
                 old = self.root / resource
                 if not old.is_dir() or not any(old.glob("snapshot_date=*")):
-                    continue
+                    continue  # adopted by another process meanwhile
                 new = self.root / f"{ORG_PARTITION}={org}" / resource
                 if new.exists():
                     for folder in old.glob("snapshot_date=*"):

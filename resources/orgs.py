@@ -5,9 +5,10 @@ Each organization is a partition (`orgs`) of the same assets: one nightly run pe
 with its own API client and rate budget. The registry lives in the data directory (`orgs.json`), or
 in Postgres when `COMMOPS_ORGS_URL=postgresql://...` (a deployment with processes on several hosts).
 
-The single-organization setup is the organization `default`: COMMOPS_BASE_URL and COMMOPS_API_KEY
-(and COMMOPS_ORGANIZATION_ID, which routes webhook events to it once a second organization exists).
-A registered organization named `default` takes its place.
+The single-organization setup is the organization `default`, an Org like any other, built in one place
+(`default_org`): COMMOPS_BASE_URL (or the command line's --base-url) and COMMOPS_API_KEY (and
+COMMOPS_ORGANIZATION_ID, which routes webhook events to it once a second organization exists). A
+registered organization named `default` takes its place.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import fcntl
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,7 +26,14 @@ from typing import Any, Protocol
 import dagster as dg
 
 from resources.files import atomic_write_text
-from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, checked_base_url, insecure_http_allowed
+from resources.settings import (
+    API_KEY_ENV,
+    BASE_URL_ENV,
+    SettingsError,
+    checked_base_url,
+    insecure_http_allowed,
+    not_set,
+)
 from webhooks.postgres_urls import connection_error, redacted
 
 DEFAULT_ORG = "default"
@@ -49,9 +57,12 @@ class Org:
     allow_insecure_http: bool = False  # plain http:// to a host other than loopback, opted into when added
 
     def api_key(self) -> str:
-        """The key, read from its variable at the moment it is needed; SettingsError naming it when unset."""
+        """The key, read from its variable at the moment it is needed; SettingsError naming it when unset
+        (for `default`, the single-organization setup's own line: export it)."""
         value = os.environ.get(self.api_key_env)
         if not value:
+            if self.name == DEFAULT_ORG:
+                raise not_set(self.api_key_env)
             raise SettingsError(f"organization {self.name}: {self.api_key_env} is not set (its API key is read from it)")
         return value
 
@@ -88,6 +99,19 @@ def _checked(orgs: list[Org], where: str) -> list[Org]:
         raise SettingsError(f"{where} holds an invalid organization ({error}): fix or remove it") from None
 
 
+def default_org(base_url: str | None = None, api_key_env: str = API_KEY_ENV) -> Org | None:
+    """The organization `default` of the single-organization setup, the one place it is built: at `base_url`
+    (an explicit address, the command line's --base-url) else COMMOPS_BASE_URL, its key read from
+    `api_key_env`, its webhook events those of COMMOPS_ORGANIZATION_ID. None when no address is set;
+    SettingsError when the address is invalid (checked_base_url)."""
+    address = base_url or os.environ.get(BASE_URL_ENV)
+    if not address:
+        return None
+    allow_insecure_http = insecure_http_allowed()
+    return Org(DEFAULT_ORG, checked_base_url(address, allow_insecure_http=allow_insecure_http), api_key_env,
+               os.environ.get(ORGANIZATION_ID_ENV) or None, allow_insecure_http)
+
+
 class _Store(Protocol):
     def read(self) -> list[Org]: ...
     def add(self, org: Org) -> None: ...
@@ -95,33 +119,45 @@ class _Store(Protocol):
 
 
 class OrgRegistry:
-    """The registered organizations, plus `default` from the environment when it is configured there."""
+    """The registered organizations, plus `default` (`default`: how it is built, `default_org` unless told)
+    when it is configured and no registered organization takes its name."""
 
-    def __init__(self, data_dir: str | Path, url: str | None = None) -> None:
+    def __init__(self, data_dir: str | Path, url: str | None = None,
+                 default: Callable[[], Org | None] = default_org) -> None:
         url = url if url is not None else os.environ.get(ORGS_URL_ENV) or None
         self.location = redacted(url) if url else str(Path(data_dir) / ORGS_FILE)  # shown: never a password
         self._store: _Store = _PostgresStore(url) if url else _FileStore(Path(data_dir) / ORGS_FILE)
+        self._default = default
 
     def registered(self) -> list[Org]:
         """The registered organizations, each checked as it was when added (SettingsError otherwise)."""
         return _checked(self._store.read(), self.location)
 
-    def all(self, environment: dict[str, str] | None = None) -> list[Org]:
-        """Every organization to sync: the registered ones, and `default` from the environment when
-        COMMOPS_BASE_URL is set there and no registered organization is named default."""
+    def all(self) -> list[Org]:
+        """Every organization to sync: `default` when it is configured and not registered, then the registered ones."""
         orgs = self.registered()
-        default = env_default_org(environment)
-        if default is not None and all(o.name != DEFAULT_ORG for o in orgs):
+        if all(o.name != DEFAULT_ORG for o in orgs) and (default := self._default()) is not None:
             orgs = [default, *orgs]
         return orgs
 
-    def get(self, name: str, environment: dict[str, str] | None = None) -> Org:
-        for org in self.all(environment):
-            if org.name == name:
-                return org
-        known = ", ".join(o.name for o in self.all(environment)) or "none"
+    def find(self, name: str) -> Org | None:
+        """The organization `name`, or None when there is none (`default` is built only when asked for)."""
+        registered = next((o for o in self.registered() if o.name == name), None)
+        if registered is None and name == DEFAULT_ORG:
+            return self._default()
+        return registered
+
+    def get(self, name: str) -> Org:
+        found = self.find(name)
+        if found is None:
+            raise self.unknown(name)
+        return found
+
+    def unknown(self, name: str) -> SettingsError:
+        """The error for an organization `name` there is none of, naming the known ones."""
+        known = ", ".join(o.name for o in self.all()) or "none"
         hint = f" (set {BASE_URL_ENV} for the default organization)" if name == DEFAULT_ORG else ""
-        raise SettingsError(f"unknown organization {name!r}{hint}; known: {known} (commops orgs list)")
+        return SettingsError(f"unknown organization {name!r}{hint}; known: {known} (commops orgs list)")
 
     def add(self, org: Org) -> None:
         """Register `org`; SettingsError when its name or organization id is taken."""
@@ -142,17 +178,6 @@ def _taken(orgs: list[Org], org: Org) -> SettingsError | None:
         taken = next(o.name for o in orgs if o.organization_id == org.organization_id)
         return SettingsError(f"--organization-id {org.organization_id} is already {taken}'s")
     return None
-
-
-def env_default_org(environment: dict[str, str] | None = None) -> Org | None:
-    """The organization `default` of the single-organization setup, or None when COMMOPS_BASE_URL is unset;
-    SettingsError when its address is invalid (checked_base_url)."""
-    env = os.environ if environment is None else environment
-    base_url = env.get(BASE_URL_ENV)
-    if not base_url:
-        return None
-    url = checked_base_url(base_url, allow_insecure_http=insecure_http_allowed(env))
-    return Org(DEFAULT_ORG, url, API_KEY_ENV, env.get(ORGANIZATION_ID_ENV) or None)
 
 
 class _FileStore:
@@ -257,31 +282,37 @@ _CURRENT_SCHEMAS: set[str] = set()  # registries whose table this process made c
 
 
 class OrgsResource(dg.ConfigurableResource):
-    """The registry as a Dagster resource: which organization a run's partition names, and every
-    organization (for the sensors). The default organization exists when its address is configured: the
-    same address the API resource uses (`default_base_url`, else COMMOPS_BASE_URL)."""
+    """The registry as a Dagster resource: the organization a run's partition names, and every organization
+    (for the sensors). It holds the default organization's address when one was given explicitly (the
+    command line's --base-url; else COMMOPS_BASE_URL, read as the organization is needed) and the variable
+    its key is read from."""
 
     data_dir: str
     url: str | None = None  # COMMOPS_ORGS_URL (Postgres); None: orgs.json in the data directory
     default_base_url: str | None = None
+    default_api_key_env: str = API_KEY_ENV
 
     @property
     def registry(self) -> OrgRegistry:
-        return OrgRegistry(self.data_dir, self.url)
+        return OrgRegistry(self.data_dir, self.url, default=self.default)
+
+    def default(self) -> Org | None:
+        """The organization `default` as this resource configures it (`default_org`)."""
+        return default_org(self.default_base_url, self.default_api_key_env)
 
     def all(self) -> list[Org]:
-        environment = dict(os.environ)
-        if self.default_base_url:
-            environment[BASE_URL_ENV] = self.default_base_url
-        return self.registry.all(environment)
+        return self.registry.all()
 
-    def registered(self, name: str) -> Org | None:
-        """The registered organization `name`, or None for `default` when it is the environment's
-        (COMMOPS_BASE_URL / COMMOPS_API_KEY, the API resource's own); dg.Failure for an unknown name."""
-        for org in self.registry.registered():
-            if org.name == name:
-                return org
+    def get(self, name: str) -> Org:
+        """The organization `name` (a run's partition): registered, or `default` when it is configured;
+        dg.Failure naming what to do otherwise."""
+        try:
+            org = self.registry.find(name)
+        except SettingsError as error:
+            raise dg.Failure(str(error)) from None
+        if org is not None:
+            return org
         if name == DEFAULT_ORG:
-            return None
+            raise dg.Failure(str(not_set(BASE_URL_ENV)))
         raise dg.Failure(f"unknown organization {name!r}: register it with commops orgs add {name} --base-url ... "
                          "--api-key-env ... (partitions left from a removed organization cannot run)")

@@ -2,15 +2,16 @@
 
 Nothing reads the environment at import time: `load_settings()` is called where a value is
 needed (building resources, a run's snapshot date). The API key is deliberately not a field:
-it reaches the API resource only as `dg.EnvVar(API_KEY_ENV)`, so no settings object, run
-config or Dagster storage ever holds its value; `require_api_key` only checks it is set.
+only its variable's name travels (an organization's `api_key_env`), and the key is read from it
+as a client is built, so no settings object, run config or Dagster storage ever holds its value.
+`base_url` is the default organization's address as the environment or the command line gives it;
+the organization itself is built from it in one place (resources/orgs.py, `default_org`).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -80,19 +81,15 @@ class Settings(BaseSettings):
         """One Dagster instance for `commops sync`, `demo` and `ui`: what the CLI ran, the UI shows."""
         return self.data_dir / "dagster_home"
 
-    def require_base_url(self) -> str:
-        """The service address, checked (`checked_base_url`)."""
-        return checked_base_url(self.base_url)
-
 
 def checked_base_url(base_url: str | None, setting: str = BASE_URL_ENV, allow_insecure_http: bool | None = None,
                      opt_in: str = f"{ALLOW_INSECURE_HTTP_ENV}=true") -> str:
     """The service address, checked: set, http(s), without user or password, ending in the version
     segment /v1 (without a trailing /), and https unless the host is loopback or plain http is opted
     into (`allow_insecure_http`; None: COMMOPS_ALLOW_INSECURE_HTTP). SettingsError naming `setting`
-    otherwise, never echoing a user or password. Every base URL is checked here: the commands before
-    any work, the API resource again as a run starts (which is all a `dagster dev` run gets), the
-    registry as it is written and read."""
+    otherwise, never echoing a user or password. Every base URL is checked here: the default
+    organization's as it is built (`default_org`: the commands before any work, a run as it starts,
+    which is all a `dagster dev` run gets), the registry's as it is written and read."""
     if not base_url:
         raise not_set(setting)
     url = base_url.rstrip("/")
@@ -127,9 +124,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def insecure_http_allowed(environment: Mapping[str, str] | None = None) -> bool:
+def insecure_http_allowed() -> bool:
     """COMMOPS_ALLOW_INSECURE_HTTP as a boolean (unset: false); SettingsError naming it when it is not one."""
-    value = (os.environ if environment is None else environment).get(ALLOW_INSECURE_HTTP_ENV) or "false"
+    value = os.environ.get(ALLOW_INSECURE_HTTP_ENV) or "false"
     try:
         return TypeAdapter(bool).validate_python(value)
     except ValidationError:
@@ -145,9 +142,3 @@ def load_settings(**overrides: object) -> Settings:
         name = ENV_PREFIX + str(problem["loc"][0]).upper()
         value = os.environ.get(name, problem.get("input"))
         raise SettingsError(f"{name}={value!r} {problem['msg'].removeprefix('Value error, ')}") from None
-
-
-def require_api_key(env_name: str = API_KEY_ENV) -> None:
-    """Check the key is set (its value is only ever read by the API resource, as a dg.EnvVar)."""
-    if not os.environ.get(env_name):
-        raise not_set(env_name)

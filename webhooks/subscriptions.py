@@ -13,7 +13,6 @@ and its secret is bound to its organization id: the receiver accepts it for that
 from __future__ import annotations
 
 import math
-import os
 import time
 import uuid
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from resources.commops_api import item_path
-from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, load_settings, require_api_key
+from resources.settings import API_KEY_ENV, BASE_URL_ENV, SettingsError, not_set
 from webhooks.secrets_file import (
     bound_organization,
     forget_secret,
@@ -61,13 +60,17 @@ class Subscriptions:
 
     @classmethod
     def from_env(cls) -> Subscriptions:
-        """The service of COMMOPS_BASE_URL (checked as the sync checks it) with the key in COMMOPS_API_KEY."""
+        """The service of the environment's organization `default` (COMMOPS_BASE_URL, checked as the sync
+        checks it) with the key in COMMOPS_API_KEY."""
+        from resources.orgs import default_org  # the Dagster resources beside it load only when needed
+
         try:
-            base_url = load_settings().require_base_url()
-            require_api_key(API_KEY_ENV)
+            org = default_org()
+            if org is None:
+                raise not_set(BASE_URL_ENV)
+            return cls(org.base_url, org.api_key())
         except SettingsError as exc:
             raise SubscriptionError(str(exc)) from None
-        return cls(base_url, os.environ[API_KEY_ENV])
 
     @classmethod
     def for_org(cls, org: Org) -> Subscriptions:

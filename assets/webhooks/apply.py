@@ -139,7 +139,7 @@ def webhook_events(
     if skipped:
         context.log.info(f"{skipped} requested event(s) already applied, quarantined, held by another run or "
                          "unknown, skipped")
-    client = api.client_for(orgs.registered(org))
+    client = api.client_for(orgs.get(org))
     before = client.stats
     plan = plan_batch(events)
     fetched = fetch_current_state(client, plan, warehouse, org, context.log) if plan.parsed else Fetched()

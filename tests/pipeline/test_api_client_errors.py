@@ -10,6 +10,7 @@ import pytest
 
 from resources.api import CommopsApiResource
 from resources.commops_api import ApiClient, ApiUnavailableError, AuthenticationError, ScopeError
+from resources.orgs import default_org
 
 from .test_api_client_support import add_kols, client_for, collect
 
@@ -73,7 +74,7 @@ def test_the_api_key_never_appears_in_logs_errors_or_reprs(make_service, caplog)
                 client.get(path)
             except Exception as error:  # noqa: BLE001 - collecting every kind on purpose
                 errors.append(error)
-        resource = CommopsApiResource(base_url=service.base_url, api_key=service.api_key)
+        resource = CommopsApiResource()
         texts = [caplog.text, repr(client), repr(resource), str(resource), *map(str, errors), *map(repr, errors)]
     assert errors and caplog.text
     leaks = [text for text in texts if service.api_key in text]
@@ -86,18 +87,19 @@ def test_the_resource_serves_one_client_to_every_asset_of_a_run(make_service, mo
     monkeypatch.setenv("COMMOPS_BASE_URL", service.base_url)
     monkeypatch.setenv("COMMOPS_API_KEY", service.api_key)
     seen = []
+    org = default_org()
 
     @dg.asset
     def first(api: CommopsApiResource) -> int:
-        seen.append(api.client)
-        return sum(len(page.items) for page in api.client.walk("/kols").pages())
+        seen.append(api.client_for(org))
+        return sum(len(page.items) for page in api.client_for(org).walk("/kols").pages())
 
     @dg.asset(deps=[first])
     def second(api: CommopsApiResource) -> None:
-        seen.append(api.client)
-        assert api.client.stats.requests == 2  # the first asset's requests are on the same budget
+        seen.append(api.client_for(org))
+        assert api.client_for(org).stats.requests == 2  # the first asset's requests are on the same budget
 
-    resource = CommopsApiResource(base_url=dg.EnvVar("COMMOPS_BASE_URL"), api_key=dg.EnvVar("COMMOPS_API_KEY"))
+    resource = CommopsApiResource()
     result = dg.materialize([first, second], resources={"api": resource}, instance=dg.DagsterInstance.ephemeral())
     assert result.success
     assert result.output_for_node("first") == 120

@@ -19,12 +19,12 @@ def default_pool_restored():
 def test_a_run_with_the_api_resource_allocates_arrow_memory_with_jemalloc(monkeypatch, default_pool_restored):
     monkeypatch.delenv(POOL_ENV, raising=False)
     pa.set_memory_pool(pa.mimalloc_memory_pool())
-    with dg.build_resources({"api": CommopsApiResource(base_url="http://127.0.0.1:9/v1", api_key="k")}):
+    with dg.build_resources({"api": CommopsApiResource()}):
         assert pa.default_memory_pool().backend_name in {"jemalloc", "system"}  # system where pyarrow lacks jemalloc
 
 
 def test_pyarrows_own_variable_keeps_the_pool_it_chose(monkeypatch, default_pool_restored):
     monkeypatch.setenv(POOL_ENV, "mimalloc")
     pa.set_memory_pool(pa.mimalloc_memory_pool())
-    with dg.build_resources({"api": CommopsApiResource(base_url="http://127.0.0.1:9/v1", api_key="k")}):
+    with dg.build_resources({"api": CommopsApiResource()}):
         assert pa.default_memory_pool().backend_name == "mimalloc"
