@@ -159,7 +159,7 @@ def measure(kind: str, events: int, clients: int, postgres) -> dict[str, float]:
         if failures:
             raise SystemExit(f"{kind}: {len(failures)} non-200 answers, e.g. {failures[:3]}")
         if kind != "baseline":
-            from webhooks.inbox import Inbox, inbox_path
+            from resources.inbox import Inbox, inbox_path
 
             stored = Inbox(inbox_url or inbox_path(f"{data_dir}/host0")).counts()["total"]
             assert stored == events + WARM_UP, f"{kind}: {stored} stored of {events + WARM_UP}"

@@ -20,7 +20,7 @@ from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from resources.webhooks import InboxResource
 from resources.orgs import DEFAULT_ORG, OrgsResource
 from resources.settings import API_KEY_ENV, SettingsError, load_settings
-from webhooks.inbox import Inbox, InboxUnreachable
+from resources.inbox import Inbox, InboxUnreachable
 
 LISTED = 100  # events listed per state by `status`
 

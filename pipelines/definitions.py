@@ -30,7 +30,7 @@ from resources.lake import LakeResource
 from resources.orgs import DEFAULT_ORG, ORGS_URL_ENV, OrgsResource
 from resources.settings import API_KEY_ENV, ICEBERG_CATALOG_URL_ENV, Settings, load_settings
 from resources.warehouse import WarehouseResource
-from webhooks.inbox import INBOX_URL_ENV
+from resources.inbox import INBOX_URL_ENV
 
 # The code location's name in every workspace (workspace.yaml, deploy/workspace.yaml, [tool.dg.project]):
 # schedules and sensors keep their state by it, and `commops sync` records its runs under it.

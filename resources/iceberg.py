@@ -41,7 +41,7 @@ from resources.object_store import S3Location, endpoint_url, region
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV, SettingsError
 from resources.sql import sql_literal
 from resources.warehouse import DIGEST_COLUMN, ORG_COLUMN, TableSpec, _not_older, receipt_columns
-from webhooks.postgres_urls import masked
+from resources.postgres_urls import masked
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

@@ -34,7 +34,7 @@ from resources.settings import (
     insecure_http_allowed,
     not_set,
 )
-from webhooks.postgres_urls import connection_error, redacted
+from resources.postgres_urls import connection_error, redacted
 
 DEFAULT_ORG = "default"
 ORGANIZATION_ID_ENV = "COMMOPS_ORGANIZATION_ID"

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from webhooks.inbox import DEFAULT_MAX_ATTEMPTS
+from resources.inbox import DEFAULT_MAX_ATTEMPTS
 
 ENV_PREFIX = "COMMOPS_"
 BASE_URL_ENV = "COMMOPS_BASE_URL"

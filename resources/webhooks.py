@@ -1,5 +1,5 @@
 """The webhook inbox as a Dagster resource: read and marked by the sensor and the incremental job
-(webhooks/inbox.py owns the store and its API): the receiver's SQLite file in the data
+(resources/inbox/ owns the store and its API): the receiver's SQLite file in the data
 directory, or Postgres when COMMOPS_INBOX_URL is set (receivers on several hosts)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from webhooks.inbox import DEFAULT_MAX_ATTEMPTS, Inbox, describe_location, inbox_location
+from resources.inbox import DEFAULT_MAX_ATTEMPTS, Inbox, describe_location, inbox_location
 
 
 class InboxResource(dg.ConfigurableResource):

@@ -13,7 +13,7 @@ import pytest
 
 from tests.postgres import PostgresServer, PostgresUnavailable, running_postgres
 from tests.s3 import S3Server, running_s3
-from webhooks.inbox import inbox_path
+from resources.inbox import inbox_path
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from resources.orgs import Org
-from webhooks.inbox import InboxEvent
+from resources.inbox import InboxEvent
 
 
 def route_events(events: list[InboxEvent], orgs: list[Org]) -> tuple[dict[str, list[InboxEvent]], list[InboxEvent]]:

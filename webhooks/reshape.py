@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from commops_spec.timestamps import UnreadableTimestamp, read_timestamp
-from webhooks.receiver.envelope import Envelope
-from webhooks.inbox import InboxEvent
+from resources.inbox.envelope import Envelope
+from resources.inbox import InboxEvent
 
 APPLIED = "applied"
 QUARANTINED = "quarantined"

@@ -17,8 +17,8 @@ from typing import Any
 
 from commops_spec.constants import ID_PREFIXES, is_spec_id
 from commops_spec.timestamps import UnreadableTimestamp, read_timestamp
-from webhooks.receiver.envelope import Envelope, InvalidEnvelope
-from webhooks.inbox import InboxEvent
+from resources.inbox.envelope import Envelope, InvalidEnvelope
+from resources.inbox import InboxEvent
 
 KOL_EVENTS = frozenset({"kol.created", "kol.updated", "kol.tier_changed", "kol.archived"})
 ENGAGEMENT_EVENTS = frozenset({"campaign.email_opened", "campaign.link_clicked"})

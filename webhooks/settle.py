@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from webhooks.refetch import Fetched
 from webhooks.reshape import event_row
 from webhooks.routing import Parsed, Plan
-from webhooks.receiver.envelope import Envelope, InvalidEnvelope
-from webhooks.inbox import InboxEvent
+from resources.inbox.envelope import Envelope, InvalidEnvelope
+from resources.inbox import InboxEvent
 
 
 @dataclass

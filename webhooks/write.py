@@ -24,7 +24,7 @@ from webhooks.refetch import Fetched
 from webhooks.reshape import APPLIED, QUARANTINED
 from resources.sql import sql_literal
 from resources.warehouse import WarehouseSession
-from webhooks.inbox import InboxEvent
+from resources.inbox import InboxEvent
 
 
 def write(

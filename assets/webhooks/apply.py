@@ -35,7 +35,7 @@ from webhooks.organizations import route_events
 from resources.webhooks import InboxResource
 from resources.orgs import Org, OrgsResource
 from resources.warehouse import WarehouseResource
-from webhooks.inbox import InboxEvent
+from resources.inbox import InboxEvent
 
 WEBHOOK_EVENTS_KEY = dg.AssetKey(["warehouse", "webhook_events"])
 APPLY_STEP = "warehouse__webhook_events"  # the op of the apply asset (run config: ops.<step>.config)

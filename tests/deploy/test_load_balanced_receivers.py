@@ -29,7 +29,7 @@ from tests.processes import terminate
 from tests.receiver.conftest import launch_receiver_process, wait_for_receiver
 from tests.service.webhook_support import free_port
 from tests.waiting import wait_until
-from webhooks.inbox import INBOX_URL_ENV, Inbox
+from resources.inbox import INBOX_URL_ENV, Inbox
 from webhooks.signatures import read_secrets_file
 
 EVENTS = 150

@@ -39,7 +39,7 @@ from tests.receiver.conftest import wait_for_receiver
 from tests.s3 import S3Server
 from tests.service.webhook_support import free_port
 from tests.waiting import wait_until
-from webhooks.inbox import INBOX_URL_ENV, Inbox
+from resources.inbox import INBOX_URL_ENV, Inbox
 from webhooks.signatures import read_secrets_file
 
 REPO = Path(__file__).resolve().parents[2]

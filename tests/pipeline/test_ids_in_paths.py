@@ -17,7 +17,7 @@ from resources.settings import load_settings
 from tests.pipeline.sync_support import api_key_in_env, query, sync, with_orgs
 from tests.receiver.conftest import SECRET, post_signed
 from tests.spec_server import SpecServer
-from webhooks.inbox import Inbox
+from resources.inbox import Inbox
 from webhooks.receiver.server import ReceiverServer
 from webhooks.receiver.settings import ReceiverSettings
 

@@ -14,7 +14,7 @@ import pytest
 from http_serving.sockets import free_port
 from tests.pipeline.sync_support import with_orgs
 from tests.waiting import wait_until
-from webhooks.inbox import Inbox, inbox_path
+from resources.inbox import Inbox, inbox_path
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -20,8 +20,8 @@ from commops_cli.daemon_process import running_process
 from http_serving.sockets import free_port
 from tests.processes import terminate
 from tests.waiting import wait_until
-from webhooks.inbox import open_inbox
-from webhooks.receiver.envelope import parse_envelope
+from resources.inbox import open_inbox
+from resources.inbox.envelope import parse_envelope
 
 REPO = Path(__file__).resolve().parents[2]
 LOCATION, REPOSITORY = "pipelines.definitions", "__repository__"

@@ -30,8 +30,8 @@ from tests.pipeline.webhook_stack import Stack, new_kol, stack  # noqa: F401 (fi
 from tests.receiver.conftest import SECRET, post_signed
 from tests.spec_server import SpecServer
 from tests.waiting import wait_until
-from webhooks.receiver.envelope import Envelope
-from webhooks.inbox import INBOX_URL_ENV, Inbox
+from resources.inbox.envelope import Envelope
+from resources.inbox import INBOX_URL_ENV, Inbox
 from webhooks.receiver.server import ReceiverServer
 from webhooks.receiver.settings import ReceiverSettings
 from webhooks.signatures import read_secrets_file

@@ -26,7 +26,7 @@ from resources.settings import load_settings
 from tests.pipeline.sync_support import api_key_in_env, query, with_orgs
 from tests.receiver.conftest import wait_until
 from tests.service.webhook_support import free_port
-from webhooks.inbox import Inbox
+from resources.inbox import Inbox
 from webhooks.receiver.server import ReceiverServer
 from webhooks.receiver.settings import ReceiverSettings
 

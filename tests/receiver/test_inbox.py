@@ -17,9 +17,9 @@ import pytest
 from commops_spec.timestamps import parse_timestamp
 from tests.conftest import InboxStore
 from tests.receiver.conftest import body_of, envelope
-from webhooks.receiver.envelope import parse_envelope
-from webhooks.inbox import Inbox, retry_delay
-from webhooks.inbox_stores import POSTGRES_TABLE
+from resources.inbox.envelope import parse_envelope
+from resources.inbox import Inbox, retry_delay
+from resources.inbox.stores import POSTGRES_TABLE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -282,7 +282,7 @@ def test_claimers_in_other_processes_each_apply_disjoint_events_while_this_one_w
     first = [envelope() for _ in range(200)]
     inbox.add_many([(body_of(e), parse_envelope(body_of(e))) for e in first])
     script = (
-        "import sys, time; from webhooks.inbox import Inbox\n"
+        "import sys, time; from resources.inbox import Inbox\n"
         "inbox = Inbox(sys.argv[1]); mine = []; deadline = time.monotonic() + 60\n"
         "while time.monotonic() < deadline:\n"
         "    batch = inbox.claim([e.id for e in inbox.pending(limit=20)], sys.argv[2])\n"

@@ -20,7 +20,7 @@ import pytest
 from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
 from tests.receiver.conftest import SECRET, body_of, envelope, signed_headers, wait_until
 from webhooks.receiver.delivery_log import CountLog
-from webhooks.inbox import Inbox
+from resources.inbox import Inbox
 from webhooks.receiver.settings import load_receiver_settings
 
 ANSWER_SECONDS = 10.0  # a refusal from the headers comes at once; today's code waited for the whole body

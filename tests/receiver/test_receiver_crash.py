@@ -13,7 +13,7 @@ import httpx
 
 from tests.receiver.conftest import envelope, post_signed, start_receiver_process, wait_until
 from tests.service.webhook_support import free_port
-from webhooks.inbox import Inbox
+from resources.inbox import Inbox
 
 CLIENTS = 4
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from webhooks.subscriptions import Subscriptions
 from tests.receiver.conftest import wait_until
 from tests.service.webhook_support import webhook_service
-from webhooks.inbox import Inbox
+from resources.inbox import Inbox
 from webhooks.receiver.server import ReceiverServer
 from webhooks.receiver.settings import ReceiverSettings
 from webhooks.signatures import read_secrets_file

@@ -14,7 +14,7 @@ import pytest
 from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
 from tests.python_clients import CLIENTS, post_with
 from tests.receiver.conftest import SECRET, body_of, envelope, post_signed, signed_headers, wait_until
-from webhooks.inbox import Inbox
+from resources.inbox import Inbox
 from webhooks.signatures import sign
 from webhooks.secrets_file import forget_secret, store_secret
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from tests.receiver.conftest import SECRET, envelope, post_signed, wait_until
 from tests.service.webhook_support import webhook_service
 from resources.orgs import OrgRegistry, check_org
-from webhooks.inbox import Inbox
+from resources.inbox import Inbox
 from webhooks.secrets_file import store_secret
 from webhooks.receiver.server import ReceiverServer
 from webhooks.receiver.settings import ReceiverSettings

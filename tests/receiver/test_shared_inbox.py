@@ -13,9 +13,9 @@ import httpx
 from tests.postgres import PostgresServer
 from tests.receiver.conftest import body_of, envelope, post_signed
 from tests.waiting import wait_until
-from webhooks.receiver.envelope import parse_envelope
-from webhooks.inbox import Inbox
-from webhooks.inbox_stores import POSTGRES_TABLE
+from resources.inbox.envelope import parse_envelope
+from resources.inbox import Inbox
+from resources.inbox.stores import POSTGRES_TABLE
 
 EVENTS = 60
 CLIENTS = 8  # per receiver

@@ -9,7 +9,7 @@ A delivery is answered, in this order:
   would pass their cap (webhooks/receiver/admission.py); 408 when the body takes longer than
   BODY_SECONDS to arrive (a stalled sender holds none of that budget for long);
 - 401 when the signature matches none of the configured secrets;
-- 400 when the body can never be an event (webhooks/receiver/envelope.py): not a JSON object,
+- 400 when the body can never be an event (resources/inbox/envelope.py): not a JSON object,
   nested too deeply to read, `id` or `event` not a non-empty string, `created_at` not an ISO 8601
   timestamp (one without zone designator is read as UTC), `data` not an object; the message names
   the field;
@@ -40,8 +40,8 @@ from http_serving.lingering import LingeringClose
 from webhooks.receiver.admission import Hold, OverCap, UnverifiedBytes
 from webhooks.receiver.committer import GroupCommitter, InboxUnavailable
 from webhooks.receiver.delivery_log import accepted_log, refused_log
-from webhooks.receiver.envelope import InvalidEnvelope, parse_envelope
-from webhooks.inbox import Inbox
+from resources.inbox.envelope import InvalidEnvelope, parse_envelope
+from resources.inbox import Inbox
 from webhooks.receiver.settings import ReceiverSettings
 from webhooks.signatures import SecretRing, may_write, signers, well_formed
 

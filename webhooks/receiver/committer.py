@@ -14,8 +14,8 @@ import queue
 import threading
 from typing import Any
 
-from webhooks.receiver.envelope import Envelope
-from webhooks.inbox import Inbox
+from resources.inbox.envelope import Envelope
+from resources.inbox import Inbox
 
 log = logging.getLogger("webhooks.receiver")
 

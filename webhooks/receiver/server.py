@@ -10,7 +10,7 @@ from http_serving.proxies import proxy_options
 from http_serving.server import ThreadedServer
 from webhooks.receiver.app import HEALTH_PATH, WEBHOOK_PATH, create_app
 from webhooks.receiver.committer import GroupCommitter
-from webhooks.inbox import Inbox, InboxUnreachable
+from resources.inbox import Inbox, InboxUnreachable
 from webhooks.receiver.settings import ReceiverSettings
 
 

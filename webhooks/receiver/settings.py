@@ -8,7 +8,7 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from http_serving.proxies import trusted_proxies
-from webhooks.inbox import describe_location, inbox_location, inbox_path
+from resources.inbox import describe_location, inbox_location, inbox_path
 from webhooks.signatures import Secret, parse_secrets
 
 # Twice the service's 8 MiB request cap: any record the service accepted fits in an event

@@ -1,7 +1,7 @@
 """The inbox: every webhook event the receiver acknowledged, in a SQLite file or in Postgres.
 
 The receiver writes it while Dagster (the sensor and the incremental job) reads and marks it from
-other processes. Two stores, one API (webhooks/inbox_stores.py holds what differs):
+other processes. Two stores, one API (resources/inbox/stores.py holds what differs):
 - a SQLite file, the default: WAL lets readers run beside one writer and several processes of one
   host write in turn; `synchronous=FULL` makes a commit durable before the receiver answers 2xx;
 - Postgres, when COMMOPS_INBOX_URL=postgresql://... : receivers and Dagster processes on several
@@ -39,9 +39,9 @@ from pathlib import Path
 
 from commops_spec.constants import EVENTS
 from commops_spec.timestamps import format_timestamp, utc_now
-from webhooks.receiver.envelope import Envelope, parse_envelope
-from webhooks.inbox_stores import INBOX_URL_ENV, OPEN, InboxUnreachable, is_postgres_url, open_store
-from webhooks.postgres_urls import redacted
+from resources.inbox.envelope import Envelope, parse_envelope
+from resources.inbox.stores import INBOX_URL_ENV, OPEN, InboxUnreachable, is_postgres_url, open_store
+from resources.postgres_urls import redacted
 
 INBOX_FILE = Path("inbox") / "webhooks.db"  # under the data directory (COMMOPS_DATA_DIR)
 DEFAULT_MAX_ATTEMPTS = 5  # failed applications before an event is quarantined (COMMOPS_EVENTS_MAX_ATTEMPTS)
@@ -63,7 +63,7 @@ _FREE_FOR = "(claimed_until IS NULL OR claimed_until <= ? OR claimed_by = ?)"  #
 _RELEASE = "claimed_by = NULL, claimed_until = NULL"
 
 __all__ = ["CLAIM_LEASE", "DEFAULT_MAX_ATTEMPTS", "INBOX_URL_ENV", "Inbox", "InboxEvent", "InboxUnreachable",
-           "inbox_location", "inbox_path", "open_inbox", "retry_delay"]
+           "describe_location", "inbox_location", "inbox_path", "open_inbox", "retry_delay"]
 
 
 def inbox_path(data_dir: str | Path) -> Path:

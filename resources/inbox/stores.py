@@ -1,6 +1,6 @@
 """The inbox's two stores: a SQLite file (the default) and a Postgres database (COMMOPS_INBOX_URL).
 
-`webhooks/inbox.py` writes every query once, in the SQL both engines share (`?` parameters,
+`resources/inbox/inbox.py` writes every query once, in the SQL both engines share (`?` parameters,
 the table as `{events}`); a store owns what differs: its connection (one per thread), its
 transactions, its schema and upgrades, and how a transaction locks the rows it reads:
 - SQLite: `BEGIN IMMEDIATE` takes the file's write lock up front, so a transaction that reads
@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from webhooks.postgres_urls import connection_error, redacted
+from resources.postgres_urls import connection_error, redacted
 
 from file_modes import private_dir, private_sqlite_file
 
