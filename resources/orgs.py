@@ -119,8 +119,8 @@ class _Store(Protocol):
 
 
 class OrgRegistry:
-    """The registered organizations, plus `default` (`default`: how it is built, `default_org` unless told)
-    when it is configured and no registered organization takes its name."""
+    """The registered organizations, plus the organization `default` when it is configured and none registered
+    takes its name. `default` builds it when it is needed: the environment's (`default_org`) unless told."""
 
     def __init__(self, data_dir: str | Path, url: str | None = None,
                  default: Callable[[], Org | None] = default_org) -> None:
