@@ -260,7 +260,7 @@ def choose_master(warehouse: WarehouseResource, org: str, duplicate_set_id: str,
         ensure_tables(session.conn)
         found = session.conn.execute(
             f"SELECT any_value(suggested_master), bool_or(crm_id = ?) FROM {RESULT_TABLE} WHERE org = ? AND "
-            "duplicate_set_id = ?", [crm_id, org, duplicate_set_id]).fetchone()
+            "duplicate_set_id = ?", [crm_id, org, duplicate_set_id]).fetchall()[0]
         if found[1] is None:
             raise ActionRefused(f"no duplicate set {duplicate_set_id} in organization {org}'s latest reconciliation")
         if not found[1]:
