@@ -169,5 +169,5 @@ def test_a_decisions_file_saved_by_excel_in_an_eu_locale_is_taken_row_by_row(san
     with crm_env(sandbox):
         report = actions.apply_decisions_file(warehouse, crm_resource(), "default", text.encode(), "clara").to_pylist()
     assert [row["taken"] for row in report] == [True, False] and "not in the current plan" in report[1]["reason"]
-    with pytest.raises(actions.DecisionRefused, match="no `decision` column"):
+    with crm_env(sandbox), pytest.raises(actions.DecisionRefused, match="no `decision` column"):
         actions.apply_decisions_file(warehouse, crm_resource(), "default", b"kol_id;crm_id\r\na;b\r\n", "clara")
