@@ -44,3 +44,41 @@ def test_name_policy_report_is_never_written(reconciled):
                  "WHERE crm_id = (SELECT min(crm_id) FROM kol_crm_reconciliation WHERE status = 'conflict')")
     updated = {row["field"] for row in plan_writeback(conn, DEFAULT_RULES).to_pylist() if row["action"] == "update"}
     assert updated and not updated & {"full_name", "first_name", "last_name"}
+
+
+def test_the_plan_is_listed_page_by_page_and_approved_by_filter(reconciled):
+    from crm import approvals, listing
+    from crm.writeback import store_plan
+
+    conn, _ = reconciled
+    plan = plan_writeback(conn, DEFAULT_RULES)
+    assert store_plan(conn, plan, "default", "wb") == plan.num_rows
+    titles = sum(1 for field in plan["field"].to_pylist() if field == "title")
+    first = listing.plan_page(conn, "default", listing.Filter(field="title"), offset=0, limit=2)
+    rest = listing.plan_page(conn, "default", listing.Filter(field="title"), offset=2, limit=1000)
+    assert first.total == rest.total == titles > 2 and first.rows.num_rows == 2
+    assert not set(first.rows["plan_key"].to_pylist()) & set(rest.rows["plan_key"].to_pylist())
+    assert approvals.set_decision_matching(conn, "default", "dora", "approve", listing.Filter(field="title")) == titles
+    approved = approvals.plan_to_apply(conn, "default", approved_only=True)
+    assert set(approved["field"].to_pylist()) == {"title"} and approved.num_rows == titles
+    assert listing.plan_page(conn, "default", listing.Filter(decision="none")).total == plan.num_rows - titles
+    audited = conn.execute("SELECT count(*), any_value(\"user\") FROM crm_writeback_audit WHERE action = 'approve'").fetchall()
+    assert audited == [(titles, "dora")]
+    # the same decision again changes nothing and audits nothing more
+    approvals.set_decision_matching(conn, "default", "dora", "approve", listing.Filter(field="title"))
+    assert conn.execute("SELECT count(*) FROM crm_writeback_audit WHERE action = 'approve'").fetchall()[0][0] == titles
+    # another organization's plan is its own
+    assert listing.plan_page(conn, "emea").total == 0
+
+
+def test_tables_from_before_organizations_gain_org_and_audit_ids():
+    from crm.tables import ensure_tables
+
+    conn = duckdb.connect()
+    conn.execute("CREATE TABLE crm_writeback_audit (run_id VARCHAR, \"at\" TIMESTAMPTZ, mode VARCHAR, action VARCHAR, "
+                 "kol_id VARCHAR, crm_id VARCHAR, field VARCHAR, old_value VARCHAR, new_value VARCHAR, error VARCHAR)")
+    conn.execute("INSERT INTO crm_writeback_audit VALUES ('r', now(), 'applied', 'update', 'k1', 'c1', 'title', 'a', 'b', NULL), "
+                 "('r', now(), 'applied', 'update', 'k2', 'c2', 'title', 'a', 'b', NULL)")
+    ensure_tables(conn)
+    rows = conn.execute("SELECT org, audit_id FROM crm_writeback_audit").fetchall()
+    assert {org for org, _ in rows} == {"default"} and len({audit_id for _, audit_id in rows if audit_id}) == 2
