@@ -101,7 +101,7 @@ def reconciliation_page(conn: duckdb.DuckDBPyConnection, org: str, flt: Filter =
                         limit: int = 50) -> Page:
     """Organization `org`'s kol_crm_reconciliation rows matching `flt` (JSON columns as text), problems first."""
     where, params = _conditions(flt, "result")
-    order = ", ".join(f"WHEN '{status}' THEN {n}" for n, status in enumerate(PROBLEM_ORDER))
+    order = " ".join(f"WHEN '{status}' THEN {n}" for n, status in enumerate(PROBLEM_ORDER))
     return _page(conn, """r.status, r.kol_id, r.kol_primary, r.crm_id, r.external_id, r.kol_email, r.crm_email,
        r.kol_name, r.crm_name, r.institution, r.differences::VARCHAR AS differences,
        r.differences_not_written::VARCHAR AS differences_not_written, r.candidates::VARCHAR AS candidates, r.note,

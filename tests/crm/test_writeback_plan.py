@@ -82,3 +82,18 @@ def test_tables_from_before_organizations_gain_org_and_audit_ids():
     ensure_tables(conn)
     rows = conn.execute("SELECT org, audit_id FROM crm_writeback_audit").fetchall()
     assert {org for org, _ in rows} == {"default"} and len({audit_id for _, audit_id in rows if audit_id}) == 2
+
+
+def test_the_reconciliation_is_listed_problems_first_and_filtered(reconciled):
+    from crm import listing
+
+    conn, expected = reconciled
+    everything = listing.reconciliation_page(conn, "default", limit=1000)
+    statuses = everything.rows["status"].to_pylist()
+    assert everything.total == len(statuses) and statuses[0] == "probable_match" and statuses[-1] in ("matched", "crm_only")
+    assert statuses.index("duplicate_in_crm") < statuses.index("conflict") < statuses.index("matched")
+    band = listing.reconciliation_page(conn, "default", listing.Filter(status="probable_match", score_band="0.95-1.00"))
+    assert band.total and set(band.rows["score_band"].to_pylist()) == {"0.95-1.00"}
+    not_ours = listing.reconciliation_page(conn, "default", listing.Filter(field="institution"))
+    assert not_ours.total and all("institution" in (text or "") for text in not_ours.rows["differences_not_written"].to_pylist())
+    assert listing.reconciliation_page(conn, "default", listing.Filter(text="NO SUCH NAME")).total == 0
