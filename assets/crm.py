@@ -14,7 +14,6 @@ every planned or applied change is in crm_writeback_audit. The `analytics` asset
 
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Protocol
 
 import dagster as dg
