@@ -59,10 +59,19 @@ def test_conflict_differences_carry_raw_values(reconciled):
     conn, _, _ = reconciled
     rows = conn.execute(f"SELECT differences::VARCHAR FROM {RESULT_TABLE} WHERE status = 'conflict'").fetchall()
     fields = [d for row, in rows for d in json.loads(row)]
-    assert {d["field"] for d in fields} == {"title", "phone", "institution"}
+    assert {d["field"] for d in fields} == {"title", "phone"}  # fields write-back writes
     title = next(d for d in fields if d["field"] == "title")
     assert title["crm_value"] == "Head of " + title["kol_value"]
     assert conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE status = 'matched' AND differences IS NOT NULL").fetchone()[0] == 0
+
+
+def test_a_row_differing_only_in_fields_we_do_not_write_is_matched_and_says_so(reconciled):
+    conn, expected, _ = reconciled
+    rows = conn.execute(f"SELECT status, differences_not_written::VARCHAR FROM {RESULT_TABLE} "
+                        "WHERE differences_not_written::VARCHAR LIKE '%Annex%'").fetchall()
+    assert rows and {status for status, _ in rows} <= {"matched", "conflict"} and "matched" in {s for s, _ in rows}
+    institution = [d for _, listed in rows for d in json.loads(listed) if d["field"] == "institution"]
+    assert institution and all(d["crm_value"] == d["kol_value"] + " Annex" for d in institution)
 
 
 def test_case_and_whitespace_emails_never_conflict():
@@ -173,3 +182,25 @@ def test_planted_contacts_are_deterministic_and_salesforce_shaped():
     assert first[1] == second[1] and first[2] == second[2]
     assert planted(seed=6)[1] != first[1]
     assert all(re.fullmatch(r"003[A-Za-z0-9]{15}", c["Id"]) and "Account.Name" in c for c in first[1])
+
+
+def test_each_organization_is_reconciled_against_the_shared_crm_without_the_others_contacts():
+    from crm.reconcile import org_contacts, org_kols
+
+    kols, contacts, _ = planted(seed=4, n=40)
+    conn = duckdb.connect()
+    load(conn, kols, contacts)
+    # the same CRM extract for both; the KOLs split: even ids are emea's, odd ones default's
+    conn.execute("CREATE OR REPLACE TABLE kols AS SELECT CASE WHEN right(id, 1) IN ('0','2','4','6','8') THEN 'emea' "
+                 "ELSE 'default' END AS org, * FROM kols")
+    conn.execute("CREATE TABLE crm_contacts AS SELECT o.org, c.* FROM contacts c, (VALUES ('default'), ('emea')) o(org)")
+    for org in ("default", "emea"):
+        reconcile(conn, org_kols(org), org_contacts(org), run_id=f"run-{org}", org=org)
+    by_org = dict(conn.execute(f"SELECT org, count(*) FILTER (WHERE kol_primary) FROM {RESULT_TABLE} GROUP BY org").fetchall())
+    assert by_org == dict(conn.execute("SELECT org, count(*) FROM kols WHERE NOT is_archived GROUP BY org").fetchall())
+    # a contact linked to one organization's KOL is never an orphan or a stray contact of the other
+    linked = conn.execute(f"SELECT r.org, k.org FROM {RESULT_TABLE} r JOIN kols k ON k.id = r.external_id "
+                          "WHERE r.status IN ('orphan_in_crm', 'crm_only')").fetchall()
+    assert all(result_org == kol_org for result_org, kol_org in linked)
+    assert conn.execute(f"SELECT count(DISTINCT run_id) FROM {RESULT_TABLE}").fetchall()[0][0] == 2
+    assert sorted(conn.execute(f"SELECT org FROM {RUNS_TABLE}").fetchall()) == [("default",), ("emea",)]

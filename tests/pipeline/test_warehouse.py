@@ -180,6 +180,8 @@ def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_s
     assert set(defs.resolve_job_def("crm_reconciliation").graph.node_names()) == {
         "crm__contacts", "crm__kol_reconciliation", "crm__writeback", "analytics"
     }
+    # one CRM reconciliation per organization, like the nightly sync
+    assert defs.resolve_job_def("crm_reconciliation").partitions_def == dg.DynamicPartitionsDefinition(name="orgs")
     crm_schedule = defs.resolve_schedule_def("crm_reconciliation_schedule")
     assert crm_schedule.cron_schedule == "0 4 * * *"
     assert crm_schedule.default_status == dg.DefaultScheduleStatus.STOPPED  # no CRM configured here
