@@ -1,12 +1,15 @@
 """The CRM group: contacts extracted from the CRM, their reconciliation against the KOL table, and
 the opt-in write-back.
 
-crm/contacts streams the CRM's contacts (Salesforce or a report export, resources/crm) into a
-Parquet snapshot of the lake and replaces the DuckDB table crm_contacts. crm/kol_reconciliation
-reconciles them with the warehouse's `kols` (crm/reconcile.py), writes the CSV and HTML
-reports and appends the run's counts to reconciliation_runs. crm/writeback plans the fixes the
-field policies allow and, only when its config says apply, sends them to the CRM; every planned
-or applied change is in crm_writeback_audit. The `analytics` asset publishes the tables after them.
+Every asset is partitioned by organization (`orgs`, as the nightly sync): one CRM, shared by the
+deployment (SALESFORCE_* / COMMOPS_CRM_CSV), is reconciled against each organization's KOLs in that
+organization's run, and every table row carries `org`. crm/contacts streams the CRM's contacts
+(Salesforce or a report export, resources/crm) into a Parquet snapshot of the organization's lake and
+replaces its rows of the DuckDB table crm_contacts. crm/kol_reconciliation reconciles them with the
+organization's `kols` (crm/reconcile.py), stores the write-back plan, writes the CSV and HTML reports
+and appends the run's counts to reconciliation_runs. crm/writeback records the plan (a dry run) or,
+only when its config says apply, sends it to the CRM (less what an admin excluded) and reads it back;
+every planned or applied change is in crm_writeback_audit. The `analytics` asset publishes the tables.
 """
 
 import time
@@ -16,26 +19,27 @@ from typing import Any, Protocol
 
 import dagster as dg
 
-from crm import report, review, tables, writeback
+from crm import approvals, report, review, tables, writeback
 from crm.probable import DEFAULT_THRESHOLD
-from crm.reconcile import DEFAULT_RULES, reconcile
-from crm.tables import AUDIT_TABLE, RESULT_TABLE
+from crm.reconcile import DEFAULT_RULES, org_contacts, org_kols, reconcile
+from crm.tables import AUDIT_TABLE, CONTACTS_TABLE, DEFAULT_ORG, RESULT_TABLE
 from assets.metadata import column_schema
+from assets.partitions import ORGS, partition_org
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.crm.errors import CrmError
+from resources.crm.settings import CrmSettings
 from resources.crm.mapping import CONTACT_SCHEMA
 from resources.lake import LakeResource
-from resources.sql import read_parquet
+from resources.sql import read_parquet, sql_literal
 from resources.warehouse import WarehouseResource
 
 CONTACTS_KEY = dg.AssetKey(["crm", "contacts"])
 RECONCILIATION_KEY = dg.AssetKey(["crm", "kol_reconciliation"])
 WRITEBACK_KEY = dg.AssetKey(["crm", "writeback"])
 WRITEBACK_OP = "crm__writeback"
-CONTACTS_TABLE = "crm_contacts"
 CONTACTS_LAKE = "crm_contacts"
 KOLS_KEY = dg.AssetKey(["warehouse", "kols"])
-REPORTS_DIR = Path("reports") / "reconciliation"
+REPORTS_DIR = report.REPORTS_DIR
 PROGRESS_EVERY = 50_000
 
 
@@ -57,6 +61,9 @@ class CrmSource(Protocol):
 
     def update_contacts(self, rows: Any) -> list: ...
 
+    def read_contacts(self, crm_ids: Any) -> Any: ...
+
+
 
 def _table_schema(table: str) -> dict:
     """`dagster/column_schema` of one of the reconciliation's tables, from its column comments."""
@@ -66,34 +73,30 @@ def _table_schema(table: str) -> dict:
 
 @dg.asset(
     key=CONTACTS_KEY,
+    partitions_def=ORGS,
     group_name="crm",
     kinds={"salesforce", "parquet", "duckdb"},
     pool="warehouse",
     description=f"CRM contacts (Salesforce, or the report export of COMMOPS_CRM_CSV) in canonical columns: a lake "
-    f"snapshot and the DuckDB table {CONTACTS_TABLE}, replaced per run.",
+    f"snapshot and the organization's rows of the DuckDB table {CONTACTS_TABLE}, replaced per run.",
     metadata={"table": CONTACTS_TABLE, **column_schema(CONTACT_SCHEMA)},
 )
 def crm_contacts(
     context: dg.AssetExecutionContext, crm: dg.ResourceParam[CrmSource], lake: LakeResource, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     started = time.monotonic()
+    org = partition_org(context)
     date = run_snapshot_date(context)
     rows = 0
-    with lake.snapshot(None, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as staged:  # the deployment's own
+    with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as staged:
         for batch in crm.iter_contacts():
             staged.write(batch)
             if (rows + batch.num_rows) // PROGRESS_EVERY > rows // PROGRESS_EVERY:
                 context.log.info(f"crm/contacts: {rows + batch.num_rows:,} contacts read from {crm.source_name}")
             rows += batch.num_rows
         staged.finish()
-    with lake.local_snapshot(None, CONTACTS_LAKE, date) as snapshot, warehouse.writer(context.log) as session:
-        session.replace_table(
-            CONTACTS_TABLE,
-            f"(SELECT *, now() AS _extracted_at FROM {read_parquet(snapshot)})",
-            CONTACT_SCHEMA,
-            f"CRM contacts as extracted by the latest reconciliation run from {crm.source_name}",
-            {"_extracted_at": "Time the contact was extracted from the CRM (UTC)"},
-        )
+    with lake.local_snapshot(org, CONTACTS_LAKE, date) as snapshot, warehouse.writer(context.log) as session:
+        replace_contacts(session.conn, org, read_parquet(snapshot), crm.source_name)
     context.log.info(f"crm/contacts: {rows:,} contacts from {crm.source_name}")
     return dg.MaterializeResult(
         metadata={
@@ -105,8 +108,38 @@ def crm_contacts(
     )
 
 
+def replace_contacts(conn: Any, org: str, source: str, source_name: str) -> None:
+    """Replace organization `org`'s rows of crm_contacts with `source` (canonical contact columns), in one
+    transaction; a table from before organizations gets `org` ('default' for its rows)."""
+    columns = ", ".join(f'"{name}"' for name in CONTACT_SCHEMA.names)
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {CONTACTS_TABLE} AS SELECT {sql_literal(org)} AS org, {columns}, "
+                 f"now() AS _extracted_at FROM {source} LIMIT 0")
+    present = {row[0] for row in conn.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND schema_name = current_schema()",
+        [CONTACTS_TABLE]).fetchall()}
+    if "org" not in present:
+        conn.execute(f"ALTER TABLE {CONTACTS_TABLE} ADD COLUMN org VARCHAR DEFAULT {sql_literal(DEFAULT_ORG)}")
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        conn.execute(f"DELETE FROM {CONTACTS_TABLE} WHERE org = ?", [org])
+        conn.execute(f"INSERT INTO {CONTACTS_TABLE} BY NAME SELECT {sql_literal(org)} AS org, {columns}, "
+                     f"now() AS _extracted_at FROM {source}")
+        conn.execute(f"COMMENT ON TABLE {CONTACTS_TABLE} IS "
+                     f"{sql_literal(f'CRM contacts as extracted by the latest reconciliation run of each organization from {source_name} (key org + crm_id)')}")
+        for field in CONTACT_SCHEMA:
+            conn.execute(f'COMMENT ON COLUMN {CONTACTS_TABLE}."{field.name}" IS '
+                         f"{sql_literal(field.metadata[b'description'].decode())}")
+        conn.execute(f"COMMENT ON COLUMN {CONTACTS_TABLE}.org IS {sql_literal(tables.ORG[2])}")
+        conn.execute(f"COMMENT ON COLUMN {CONTACTS_TABLE}._extracted_at IS 'Time the contact was extracted from the CRM (UTC)'")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 @dg.asset(
     key=RECONCILIATION_KEY,
+    partitions_def=ORGS,
     deps=[CONTACTS_KEY, KOLS_KEY],
     group_name="crm",
     kinds={"duckdb"},
@@ -119,17 +152,21 @@ def crm_contacts(
 def kol_reconciliation(
     context: dg.AssetExecutionContext, crm: dg.ResourceParam[CrmSource], warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
-    reports_dir = Path(warehouse.data_dir) / REPORTS_DIR
+    org = partition_org(context)
     with warehouse.writer(context.log, threads=warehouse.reconcile_threads,
                           memory_limit=warehouse.reconcile_memory_limit) as session:
         if not session.exists("kols"):
             raise dg.Failure("the warehouse has no kols table yet: run `commops sync` (the nightly sync) first")
-        result = reconcile(session.conn, "kols", CONTACTS_TABLE, DEFAULT_RULES, run_id=context.run.run_id,
+        result = reconcile(session.conn, org_kols(org), org_contacts(org), DEFAULT_RULES, run_id=context.run.run_id,
                            source=crm.source_name, match_threshold=getattr(crm, "match_threshold", DEFAULT_THRESHOLD),
-                           rejected=review.load_rejections(warehouse.data_dir))
-        csv_path, html_path = report.write_reports(session.conn, reports_dir, writable=crm.writable,
-                                                   record_base_url=crm.record_base_url if crm.writable else None)
-        preview = report.markdown_summary(session.conn)
+                           rejected=review.load_rejections(warehouse.data_dir), org=org)
+        plan = writeback.plan_writeback(session.conn, DEFAULT_RULES, org_kols(org), org=org)
+        writeback.store_plan(session.conn, plan, org, context.run.run_id)
+        csv_path, html_path = report.write_reports(session.conn, report.reports_dir(warehouse.data_dir, org), org=org,
+                                                   writable=crm.writable,
+                                                   record_base_url=crm.record_base_url if crm.writable else None,
+                                                   review_url=CrmSettings().commops_review_url)
+        preview = report.markdown_summary(session.conn, org)
     context.log.info(f"crm/kol_reconciliation: {result.counts}; report {html_path}")
     result = replace(result, report_html=html_path, report_csv=csv_path)
     return dg.MaterializeResult(metadata={**result.as_metadata(), "summary": dg.MetadataValue.md(preview)})
@@ -137,17 +174,19 @@ def kol_reconciliation(
 
 class WritebackConfig(dg.Config):
     apply: bool = False  # the default is a dry run: the plan is recorded, nothing is sent to the CRM
+    user: str | None = None  # who asked (`commops reconcile` passes the OS user); None for scheduled runs
 
 
 @dg.asset(
     key=WRITEBACK_KEY,
+    partitions_def=ORGS,
     deps=[RECONCILIATION_KEY],
     group_name="crm",
     kinds={"salesforce", "duckdb"},
     pool="warehouse",
     description="The fixes the field policies allow (create missing contacts; update fields where the KOL record wins), "
-    "by upsert on the external-id field; a dry run unless configured with apply: true. Never deletes. Every change "
-    "is recorded in crm_writeback_audit.",
+    "by upsert on the external-id field; a dry run unless configured with apply: true (then less what an admin "
+    "excluded, read back after writing). Never deletes. Every change is recorded in crm_writeback_audit.",
     metadata={"table": AUDIT_TABLE, **_table_schema(AUDIT_TABLE)},
 )
 def crm_writeback(
@@ -157,14 +196,16 @@ def crm_writeback(
     if config.apply and not crm.writable:
         raise CrmError(f"write-back needs Salesforce, and the CRM is {crm.source_name} (read-only): "
                        "unset COMMOPS_CRM_CSV and set the SALESFORCE_* login to apply")
+    org = partition_org(context)
     with warehouse.writer(context.log) as session:
-        plan = writeback.plan_writeback(session.conn, DEFAULT_RULES)
-        review_count = len(writeback.needs_review(session.conn))
+        plan = approvals.plan_to_apply(session.conn, org, approved_only=False) if config.apply else \
+            approvals.stored_plan(session.conn, org)
+        review_count = len(writeback.needs_review(session.conn, org))
     # The CRM calls run outside the writer lock: a slow Salesforce must not hold up a nightly sync.
     if config.apply:
-        audit = writeback.apply_plan(plan, crm, run_id=context.run.run_id)
+        audit = writeback.apply_plan(plan, crm, run_id=context.run.run_id, org=org, user=config.user)
     else:
-        audit = writeback.dry_run(plan, run_id=context.run.run_id)
+        audit = writeback.dry_run(plan, run_id=context.run.run_id, org=org, user=config.user)
     with warehouse.writer(context.log) as session:
         writeback.record_audit(session.conn, audit)
     outcome = writeback.WritebackOutcome.of(plan, audit, applied=config.apply, writable=crm.writable,

@@ -15,6 +15,7 @@ import dagster as dg
 from pydantic import ValidationError
 
 from crm import review, writeback
+from crm.tables import DEFAULT_ORG
 from assets.crm import RECONCILIATION_KEY, WRITEBACK_KEY, WRITEBACK_OP
 from crm.reconcile import ReconciliationResult
 from crm.writeback import WritebackOutcome
@@ -38,7 +39,7 @@ class Reconciliation(ReconciliationResult):
     writeback: WritebackOutcome | None = unreported(default=None)
 
 
-def _crm_resource():
+def crm_resource():
     """The configured CRM resource; a ReconcileError naming the variable when a setting is invalid or none is set."""
     try:
         crm = build_crm_resource(CrmSettings())
@@ -55,13 +56,17 @@ def run_reconciliation(
     data_dir: str | os.PathLike[str] | None = None,
     apply: bool = False,
     instance: dg.DagsterInstance | None = None,
+    org: str = DEFAULT_ORG,
+    user: str | None = None,
 ) -> Reconciliation:
-    """Extract the CRM's contacts, reconcile them with the warehouse's KOLs, write the reports and
-    plan the write-back (`apply=True` also performs it). The CRM comes from the environment."""
+    """Extract the CRM's contacts, reconcile them with organization `org`'s KOLs, write the reports and
+    plan the write-back (`apply=True` also performs it, less the changes an admin excluded, audited as
+    `user`). The CRM comes from the environment."""
     settings = load_settings(data_dir=data_dir)
-    resources = build_resources(settings, crm=_crm_resource())
+    resources = build_resources(settings, crm=crm_resource())
     with job_runner(settings, resources, instance) as runner:
-        run = runner.run(CRM_RECONCILIATION, run_config={"ops": {WRITEBACK_OP: {"config": {"apply": apply}}}})
+        run = runner.run(CRM_RECONCILIATION, run_config={"ops": {WRITEBACK_OP: {"config": {"apply": apply, "user": user}}}},
+                         partition=org)
     if not run.success:
         raise ReconcileError(run.failure)
     return run.output(RECONCILIATION_KEY, Reconciliation, run_id=run.run_id,
@@ -77,14 +82,23 @@ class ReviewOutcome:
     error: str | None = None
 
 
-def run_review(action: str, kol_id: str, crm_id: str, data_dir: str | os.PathLike[str] | None = None) -> ReviewOutcome:
-    """Confirm (the KOL id written to the contact's external-id field in Salesforce) or reject (remembered in
-    the data directory) a probable match, with its crm_writeback_audit row; analytics.duckdb republished."""
+def warehouse_for(data_dir: str | os.PathLike[str] | None) -> WarehouseResource:
+    """The data directory's warehouse; a ReconcileError when there is none yet."""
     settings = load_settings(data_dir=data_dir)
     warehouse = WarehouseResource(data_dir=str(settings.data_dir))
     if not warehouse.path.exists():
         raise ReconcileError(f"no warehouse in {settings.data_dir}: run `commops sync` and `commops reconcile` first")
-    crm = _crm_resource() if action == "confirm" else None
+    return warehouse
+
+
+def run_review(action: str, kol_id: str, crm_id: str, data_dir: str | os.PathLike[str] | None = None,
+               org: str = DEFAULT_ORG, user: str | None = None) -> ReviewOutcome:
+    """Confirm (the KOL id written to the contact's external-id field in Salesforce, read back) or reject
+    (remembered in the data directory) a probable match, with its crm_writeback_audit row; analytics.duckdb
+    republished."""
+    settings = load_settings(data_dir=data_dir)
+    warehouse = warehouse_for(data_dir)
+    crm = crm_resource() if action == "confirm" else None
     if crm is not None and not crm.writable:
         raise ReconcileError(f"confirm writes the KOL id to the contact in Salesforce, and the CRM is {crm.source_name} "
                              "(read-only): unset COMMOPS_CRM_CSV and set the SALESFORCE_* login")
@@ -92,16 +106,17 @@ def run_review(action: str, kol_id: str, crm_id: str, data_dir: str | os.PathLik
         with warehouse.writer() as session:
             if not session.exists(review.CONTACTS_TABLE):
                 raise review.ReviewError("no CRM contacts in the warehouse yet: run `commops reconcile` first")
-            old = review.check_pair(session.conn, kol_id, crm_id)
+            old = review.check_pair(session.conn, kol_id, crm_id, org)
+            score = review.pair_score(session.conn, kol_id, crm_id, org)
         if action == "reject":
             done = review.remember_rejection(settings.data_dir, kol_id, crm_id)
-            audit = review.audit_row("reject", "recorded", kol_id, crm_id) if done else None
+            audit = review.audit_row("reject", "recorded", kol_id, crm_id, org=org, user=user, score=score) if done else None
         elif old == kol_id:
             done, audit = False, None
         else:
             # outside the writer lock (Salesforce may be slow) and outside a run: the EnvVar secrets resolved here
             with crm.process_config_and_initialize_cm() as live:
-                audit = review.confirm(live, kol_id, crm_id, old)
+                audit = review.confirm(live, kol_id, crm_id, old, org=org, user=user, score=score)
             done = True
     except review.ReviewError as error:
         raise ReconcileError(str(error)) from None

@@ -32,8 +32,9 @@ import duckdb
 import pyarrow as pa
 
 from crm import duplicates, normalize, probable
-from crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables
-from resources.crm.mapping import CONTACT_SCHEMA
+from crm.tables import (CONTACTS_TABLE, DEFAULT_ORG, RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables,
+                        score_band_sql)
+from resources.crm.mapping import CONTACT_SCHEMA, NOT_WRITTEN
 from resources.metadata_record import MetadataRecord, spread_over, unreported
 from resources.sql import sql_literal
 
@@ -58,6 +59,12 @@ class FieldRule:
     kind: Kind = "text"
     policy: Policy = "report"
     name: str | None = None
+
+    @property
+    def written(self) -> bool:
+        """Write-back writes this field: the KOL record wins, and the CRM field is one we write (not the
+        name, not a field Salesforce sets or one on another object such as the Account's name)."""
+        return self.policy == "kol" and self.crm_column != FULL_NAME and self.crm_column not in NOT_WRITTEN
 
     @property
     def field(self) -> str:
@@ -118,8 +125,9 @@ def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal[
 
 
 def _differences_sql(rules: list[FieldRule] | tuple[FieldRule, ...]) -> str:
-    """A query over `keyed` (raw values c_v{i} and k_v{i} of a contact and its email KOL): crm_id and
-    differences, the JSON list of the differing fields.
+    """A query over `keyed` (raw values c_v{i} and k_v{i} of a contact and its email KOL): crm_id,
+    differences (the JSON list of the differing fields write-back writes) and differences_not_written
+    (the others).
 
     Most pairs carry identical raw values, so a CASE compares the raw values first and computes
     the normalized keys only for the rest (DuckDB evaluates a CASE branch only for its rows), once
@@ -138,9 +146,17 @@ def _differences_sql(rules: list[FieldRule] | tuple[FieldRule, ...]) -> str:
                      f"""|| coalesce(to_json(k_v{i})::VARCHAR, 'null') || ',"crm_value":' """
                      f"""|| coalesce(to_json(c_v{i})::VARCHAR, 'null') || '}}' END""")
     values = ", ".join(f"k_v{i}, c_v{i}" for i in range(len(rules)))
-    all_same = " AND ".join(f"s{i}" for i in range(len(rules)))
-    return (f"SELECT crm_id, CASE WHEN {all_same} THEN NULL ELSE ('[' || concat_ws(',', {', '.join(items)}) || ']')::JSON "
-            f"END AS differences FROM (SELECT crm_id, {values}, {', '.join(sames)} FROM keyed)")
+
+    def listed(written: bool) -> str:
+        chosen = [i for i, rule in enumerate(rules) if rule.written == written]
+        if not chosen:
+            return "NULL::JSON"
+        all_same = " AND ".join(f"s{i}" for i in chosen)
+        return (f"CASE WHEN {all_same} THEN NULL ELSE ('[' || concat_ws(',', {', '.join(items[i] for i in chosen)}) "
+                "|| ']')::JSON END")
+
+    return (f"SELECT crm_id, {listed(True)} AS differences, {listed(False)} AS differences_not_written "
+            f"FROM (SELECT crm_id, {values}, {', '.join(sames)} FROM keyed)")
 
 
 def reconcile(
@@ -152,8 +168,11 @@ def reconcile(
     source: str = "salesforce",
     match_threshold: float = probable.DEFAULT_THRESHOLD,
     rejected: pa.Table | None = None,
+    org: str = DEFAULT_ORG,
 ) -> ReconciliationResult:
-    """Replace kol_crm_reconciliation with this run's result and append its reconciliation_runs row.
+    """Replace organization `org`'s rows of kol_crm_reconciliation with this run's result and append its
+    reconciliation_runs row (kols_relation and contacts_relation: that organization's, see org_kols and
+    org_contacts).
 
     kols_relation: a table/view with the warehouse `kols` columns; contacts_relation: one with the
     canonical contact columns (resources.crm.mapping.CONTACT_SCHEMA). Pairs scoring at least
@@ -170,19 +189,22 @@ def reconcile(
     sets = _probable(conn, kols_relation, contacts_relation, match_threshold, rejected)
     conn.execute("BEGIN TRANSACTION")
     try:
-        # Recreated rather than emptied, so a table created before ZSTD_COLUMNS gets that layout.
-        ensure_tables(conn, replace=(RESULT_TABLE,))
-        columns = ", ".join(column_names(RESULT_TABLE))
+        this_org = f"org = {sql_literal(org)}"
+        conn.execute(f"DELETE FROM {RESULT_TABLE} WHERE {this_org}")
+        names = column_names(RESULT_TABLE)
+        columns = ", ".join(f'"{name}"' for name in names)
+        produced = ", ".join(f'"{name}"' for name in names[3:])  # all but org, run_id, reconciled_at
         conn.execute(
-            f"INSERT INTO {RESULT_TABLE} ({columns}) SELECT {sql_literal(run_id)}, "
-            f"{sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, {columns.split(', ', 2)[2]} FROM ({_rows_sql()})"
+            f"INSERT INTO {RESULT_TABLE} ({columns}) SELECT {sql_literal(org)}, {sql_literal(run_id)}, "
+            f"{sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, {produced} FROM ({_rows_sql()})"
         )
-        counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} GROUP BY status").fetchall())
+        counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} WHERE {this_org} GROUP BY status").fetchall())
         counts = {status: int(counts.get(status, 0)) for status in STATUSES}
-        review = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE needs_review AND kol_primary").fetchone()[0]
+        review = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE {this_org} AND needs_review AND kol_primary"
+                              ).fetchone()[0]
         kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)").fetchone()
         duration = time.perf_counter() - started
-        run = {"run_id": run_id, "reconciled_at": reconciled_at, "source": source, "kols": kols, "contacts": contacts,
+        run = {"org": org, "run_id": run_id, "reconciled_at": reconciled_at, "source": source, "kols": kols, "contacts": contacts,
                **counts, "needs_review": review, "duplicate_sets": sets, "match_threshold": match_threshold,
                "duration_seconds": duration}
         conn.execute(f"INSERT INTO {RUNS_TABLE} ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})", list(run.values()))
@@ -304,7 +326,7 @@ SELECT CASE WHEN m.crm_id IS NOT NULL THEN 'probable_match'
        coalesce(r.email_kol, m.kol_id) AS kol_id, coalesce(r.kol_primary, m.kol_primary, false) AS kol_primary,
        crm_id, external_id, c.email_n AS email_normalized, k.kol_email, crm_email, k.kol_name, crm_name,
        coalesce(k.kol_institution, crm_institution) AS institution,
-       differences, NULL::JSON AS candidates,
+       differences, differences_not_written, NULL::JSON AS candidates,
        CASE WHEN m.crm_id IS NOT NULL THEN 'probably the same person (score ' || m.score || '): '
                                            || 'commops reconcile confirm or reject ' || m.kol_id || ' ' || crm_id
             ELSE CASE status0
@@ -314,7 +336,8 @@ SELECT CASE WHEN m.crm_id IS NOT NULL THEN 'probable_match'
          WHEN 'duplicate_in_crm' THEN 'contacts sharing this email: ' || shared
          WHEN 'crm_only' THEN CASE WHEN c.email_n IS NULL THEN 'contact has no email' END
        END END AS note,
-       m.score AS match_score, m.reasons AS match_reasons, m.crm_id IS NOT NULL AND m.kol_primary AS needs_review,
+       m.score AS match_score, SCORE_BAND AS score_band, m.reasons AS match_reasons,
+       m.crm_id IS NOT NULL AND m.kol_primary AS needs_review,
        d.duplicate_set_id, d.suggested_master, d.master_reason
 FROM _crm_rows r JOIN _crm_c c USING (crm_id) LEFT JOIN _pm_match m USING (crm_id)
 LEFT JOIN _crm_k k ON k.kol_id = coalesce(r.email_kol, m.kol_id)
@@ -322,10 +345,29 @@ LEFT JOIN _crm_diff USING (crm_id) LEFT JOIN _dup_sets d USING (crm_id)
 UNION ALL BY NAME
 SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external_id, l.email_n AS email_normalized,
        l.kol_email, NULL AS crm_email, l.kol_name, NULL AS crm_name, l.kol_institution AS institution,
-       NULL::JSON AS differences, c.candidates,
+       NULL::JSON AS differences, NULL::JSON AS differences_not_written, c.candidates,
        CASE WHEN l.status = 'duplicate_in_kols' THEN 'KOL ' || l.email_first || ' has the same email and is the one reconciled'
             WHEN c.review THEN 'needs review: a contact probably is this KOL (see candidates); write-back will not create it'
        END AS note,
-       NULL::DOUBLE AS match_score, NULL::JSON AS match_reasons, coalesce(c.review, false) AS needs_review,
+       NULL::DOUBLE AS match_score, NULL AS score_band, NULL::JSON AS match_reasons, coalesce(c.review, false) AS needs_review,
        NULL AS duplicate_set_id, NULL AS suggested_master, NULL AS master_reason
-FROM lone_kols l LEFT JOIN _pm_candidates c USING (kol_id)"""
+FROM lone_kols l LEFT JOIN _pm_candidates c USING (kol_id)""".replace("SCORE_BAND", score_band_sql("m.score"))
+
+
+def org_kols(org: str, kols_table: str = "kols") -> str:
+    """The warehouse KOLs of one organization, as a relation for `reconcile`."""
+    return f"(SELECT * FROM {kols_table} WHERE org = {sql_literal(org)})"
+
+
+def org_contacts(org: str, kols_table: str = "kols", contacts_table: str = CONTACTS_TABLE) -> str:
+    """The contacts one organization is reconciled against: its extract of the shared CRM, less the contacts
+    another organization owns (their external id is another organization's active KOL, or, without an external
+    id, their email is another organization's KOL's and none of this one's): here they would be orphans or
+    contacts to ignore, and an admin acting on that would undo the other organization's links."""
+    here, there = sql_literal(org), f"org <> {sql_literal(org)} AND is_archived IS NOT TRUE"
+    return f"""(SELECT c.* EXCLUDE (org) FROM {contacts_table} c WHERE c.org = {here}
+  AND (c.external_id IS NULL OR c.external_id NOT IN (SELECT id FROM {kols_table} WHERE {there} AND id IS NOT NULL))
+  AND NOT coalesce(c.external_id IS NULL
+           AND lower(trim(c.email)) IN (SELECT lower(trim(email)) FROM {kols_table} WHERE {there} AND email IS NOT NULL)
+           AND lower(trim(c.email)) NOT IN (SELECT lower(trim(email)) FROM {kols_table}
+                                            WHERE org = {here} AND email IS NOT NULL), false))"""

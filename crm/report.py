@@ -17,16 +17,18 @@ import shutil
 from datetime import UTC
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import duckdb
 import jinja2
 from markupsafe import Markup, escape
 
 from crm import duplicates, spreadsheet_csv, writeback
-from crm.reconcile import DEFAULT_RULES
-from crm.tables import RESULT_TABLE, RUNS_TABLE, STATUSES
+from crm.tables import DEFAULT_ORG, MASTERS_TABLE, PLAN_TABLE, RESULT_TABLE, RUNS_TABLE, STATUSES
+from resources.sql import sql_literal
 
 HTML_ROWS_PER_STATUS = 500
+REPORTS_DIR = Path("reports") / "reconciliation"
 # Sections of the page: what needs a person first, the agreeing pairs last.
 PROBLEMS_FIRST = ("probable_match", "conflict", "missing_in_crm", "duplicate_in_crm", "id_conflict", "orphan_in_crm",
                   "no_email", "duplicate_in_kols", "crm_only", "matched")
@@ -48,7 +50,7 @@ ACTIONS = {
 }
 TREND_RUNS = 30
 CSV_COLUMNS = (
-    "status", "kol_id", "kol_primary", "crm_id", "external_id", "email_normalized", "kol_email", "crm_email",
+    "decision", "status", "kol_id", "kol_primary", "crm_id", "external_id", "email_normalized", "kol_email", "crm_email",
     "kol_name", "crm_name", "institution", "differences", "candidates", "note", "match_score", "match_reasons",
     "needs_review", "duplicate_set_id", "suggested_master", "master_reason",
 )
@@ -56,7 +58,7 @@ _DIFF_TYPE = """'[{"field":"VARCHAR","kol_value":"VARCHAR","crm_value":"VARCHAR"
 _CAND_TYPE = """'[{"crm_id":"VARCHAR","name":"VARCHAR","score":"DOUBLE"}]'"""
 _REASON_TYPE = """'[{"field":"VARCHAR","level":"VARCHAR","bits":"DOUBLE"}]'"""
 CSV_SELECT = f"""
-SELECT status, kol_id, kol_primary, crm_id, external_id, email_normalized, kol_email, crm_email, kol_name, crm_name,
+SELECT NULL AS decision, status, kol_id, kol_primary, crm_id, external_id, email_normalized, kol_email, crm_email, kol_name, crm_name,
        institution,
        array_to_string(list_transform(from_json(differences, {_DIFF_TYPE}),
            lambda d: d.field || ': "' || coalesce(d.kol_value, '') || '" ≠ "' || coalesce(d.crm_value, '') || '"'), '; ')
@@ -66,8 +68,20 @@ SELECT status, kol_id, kol_primary, crm_id, external_id, email_normalized, kol_e
        note, match_score,
        array_to_string(list_transform(from_json(match_reasons, {_REASON_TYPE}),
            lambda r: r.field || ' ' || r.level || ' (' || r.bits || ' bits)'), '; ') AS match_reasons,
-       needs_review, duplicate_set_id, suggested_master, master_reason
-FROM {RESULT_TABLE} ORDER BY status, kol_id NULLS LAST, crm_id"""
+       needs_review, duplicate_set_id, suggested_master, master_reason,
+       array_to_string(list_transform(from_json(differences_not_written, {_DIFF_TYPE}),
+           lambda d: d.field || ': "' || coalesce(d.kol_value, '') || '" ≠ "' || coalesce(d.crm_value, '') || '"'), '; ')
+           AS differences_not_written
+FROM {RESULT_TABLE} WHERE org = __ORG__ ORDER BY status, kol_id NULLS LAST, crm_id"""
+CSV_COLUMNS = (*CSV_COLUMNS, "differences_not_written")
+PLAN_COLUMNS = ("decision", "plan_key", "action", "kol_id", "crm_id", "field", "old_value", "new_value", "kol_name",
+                "institution")
+
+
+def reports_dir(data_dir: str | Path, org: str) -> Path:
+    """Where an organization's reports go: reports/reconciliation/, and <org>/ below it for any but `default`."""
+    base = Path(data_dir) / REPORTS_DIR
+    return base if org == DEFAULT_ORG else base / org
 
 
 def run_stamp(run: dict[str, Any]) -> str:
@@ -76,35 +90,32 @@ def run_stamp(run: dict[str, Any]) -> str:
     return f"{run['reconciled_at'].astimezone(UTC):%Y-%m-%dT%H%MZ}-{short_id}"
 
 
-def write_csv(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
-    """Every row of the latest result, streamed in batches; returns the row count."""
-    return spreadsheet_csv.write(conn, CSV_SELECT, CSV_COLUMNS, path)
+def write_csv(conn: duckdb.DuckDBPyConnection, path: Path, org: str = DEFAULT_ORG) -> int:
+    """Every row of the organization's latest result, streamed in batches, with an empty `decision` column an
+    admin fills in (confirm / reject on probable matches); returns the row count."""
+    return spreadsheet_csv.write(conn, CSV_SELECT.replace("__ORG__", sql_literal(org)), CSV_COLUMNS, path)
 
 
-def _trend_svg(runs: list[dict[str, Any]]) -> str:
-    """Inline SVG: one line per status over the runs (oldest left)."""
-    width, height, pad = 900, 220, 36
-    colours = dict(zip(STATUSES, ("#2e7d32", "#c62828", "#ef6c00", "#6a1b9a", "#1565c0", "#5d4037",
-                                  "#00838f", "#ad1457", "#757575", "#f9a825")))
-    top = max([run[s] or 0 for run in runs for s in STATUSES] + [1])
-    step = (width - 2 * pad) / max(len(runs) - 1, 1)
-    parts = [f'<svg id="trend" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 30}" '
-             f'viewBox="0 0 {width} {height + 30}" role="img" aria-label="counts per status over runs">',
-             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#999"/>',
-             f'<text x="4" y="{pad}" font-size="11">{top}</text><text x="4" y="{height - pad}" font-size="11">0</text>']
-    for status in STATUSES:
-        points = " ".join(
-            f"{pad + i * step:.1f},{height - pad - (run[status] or 0) / top * (height - 2 * pad):.1f}"
-            for i, run in enumerate(runs)
-        )
-        parts.append(f'<polyline data-status="{status}" fill="none" stroke="{colours[status]}" stroke-width="2" points="{points}"/>')
-    for n, status in enumerate(STATUSES):
-        x = pad + (n % 5) * 170
-        y = height + 8 + (n // 5) * 14 - 14
-        parts.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{colours[status]}"/>'
-                     f'<text x="{x + 14}" y="{y + 9}" font-size="11">{status}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+def write_plan_csv(conn: duckdb.DuckDBPyConnection, path: Path, org: str = DEFAULT_ORG) -> int:
+    """The stored plan, one row per planned change, with an empty `decision` column (approve / exclude)."""
+    return spreadsheet_csv.write(conn, f"SELECT NULL AS decision, {', '.join(PLAN_COLUMNS[1:])} FROM {PLAN_TABLE} "
+                                       f"WHERE org = {sql_literal(org)} ORDER BY action DESC, kol_id, crm_id, field",
+                                 PLAN_COLUMNS, path)
+
+
+def write_merge_for(conn: duckdb.DuckDBPyConnection, data_dir: str | Path, org: str) -> int:
+    """latest-merge.csv of the organization again (after an admin chose a master); returns its row count."""
+    directory = reports_dir(data_dir, org)
+    directory.mkdir(parents=True, exist_ok=True)
+    return duplicates.write_merge_csv(conn, _result_with_masters(org), directory / "latest-merge.csv")
+
+
+def _result_with_masters(org: str) -> str:
+    """The organization's result rows, suggested_master replaced by the master an admin chose."""
+    return (f"(SELECT r.* REPLACE (coalesce(m.master_crm_id, r.suggested_master) AS suggested_master, "
+            f"CASE WHEN m.master_crm_id IS NOT NULL THEN 'chosen by ' || m.\"user\" ELSE r.master_reason END AS master_reason) "
+            f"FROM {RESULT_TABLE} r LEFT JOIN {MASTERS_TABLE} m ON m.org = r.org AND m.duplicate_set_id = r.duplicate_set_id "
+            f"WHERE r.org = {sql_literal(org)})")
 
 
 def _rows(conn: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict[str, Any]]:
@@ -113,19 +124,20 @@ def _rows(conn: duckdb.DuckDBPyConnection, sql: str, params: list | None = None)
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
-def _sections(conn: duckdb.DuckDBPyConnection, counts: dict[str, int], limit: int) -> list[dict[str, Any]]:
+def _sections(conn: duckdb.DuckDBPyConnection, counts: dict[str, int], limit: int, org: str) -> list[dict[str, Any]]:
     sections = []
     for status in PROBLEMS_FIRST:
         if not counts.get(status):
             continue
         rows = _rows(conn, f"""
 SELECT kol_id, kol_primary, crm_id, coalesce(kol_email, crm_email) AS email, kol_email, crm_email, kol_name, crm_name,
-       institution, differences::VARCHAR AS differences, candidates::VARCHAR AS candidates, note, match_score,
-       match_reasons::VARCHAR AS match_reasons, needs_review
-FROM {RESULT_TABLE} WHERE status = ? ORDER BY {"match_score DESC, " if status == "probable_match" else ""}kol_id NULLS LAST, crm_id
-LIMIT {int(limit)}""", [status])
+       institution, differences::VARCHAR AS differences, differences_not_written::VARCHAR AS differences_not_written,
+       candidates::VARCHAR AS candidates, note, match_score, match_reasons::VARCHAR AS match_reasons, needs_review
+FROM {RESULT_TABLE} WHERE org = ? AND status = ?
+ORDER BY {"match_score DESC, " if status == "probable_match" else ""}kol_id NULLS LAST, crm_id
+LIMIT {int(limit)}""", [org, status])
         for row in rows:
-            for key in ("differences", "candidates", "match_reasons"):
+            for key in ("differences", "differences_not_written", "candidates", "match_reasons"):
                 row[key] = json.loads(row[key]) if row[key] else None
         action = Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(ACTIONS[status]))))
         sections.append({"status": status, "action": action, "rows": rows, "total": counts[status],
@@ -133,74 +145,122 @@ LIMIT {int(limit)}""", [status])
     return sections
 
 
-def _duplicate_sets(conn: duckdb.DuckDBPyConnection, limit: int) -> dict[str, Any]:
+def _duplicate_sets(conn: duckdb.DuckDBPyConnection, limit: int, org: str) -> dict[str, Any]:
+    total = conn.execute(f"SELECT count(DISTINCT duplicate_set_id) FROM {RESULT_TABLE} WHERE org = ?", [org]).fetchone()[0]
     rows = _rows(conn, f"""
-SELECT duplicate_set_id, suggested_master, master_reason,
+SELECT duplicate_set_id, any_value(suggested_master) AS suggested_master, any_value(master_reason) AS master_reason,
        list({{'crm_id': crm_id, 'name': crm_name, 'email': crm_email, 'status': status}} ORDER BY crm_id) AS members
-FROM {RESULT_TABLE} WHERE duplicate_set_id IS NOT NULL
-GROUP BY ALL ORDER BY duplicate_set_id""")
-    return {"total": len(rows), "rows": rows[:limit], "truncated": len(rows) > limit}
+FROM {_result_with_masters(org)} WHERE duplicate_set_id IS NOT NULL
+GROUP BY duplicate_set_id ORDER BY duplicate_set_id LIMIT {int(limit)}""")
+    return {"total": total, "rows": rows, "truncated": total > len(rows)}
 
 
-def _plan(conn: duckdb.DuckDBPyConnection, limit: int) -> dict[str, Any]:
-    """What `--apply` would do with this result: creates, updates, and the KOLs left for review."""
-    plan = writeback.plan_writeback(conn, DEFAULT_RULES).to_pylist()
-    creates: dict[str, dict[str, Any]] = {}
-    updates: list[dict[str, Any]] = []
-    for row in plan:
-        if row["action"] == "create":
-            creates.setdefault(row["kol_id"], {"kol_id": row["kol_id"]})[row["field"]] = row["new_value"]
-        else:
-            updates.append(row)
-    review = [{"kol_id": k, "crm_id": c, "score": s} for k, c, s in writeback.needs_review(conn)]
-    return {"creates": list(creates.values())[:limit], "create_total": len(creates), "updates": updates[:limit],
-            "update_total": len(updates), "update_records": len({row["crm_id"] for row in updates}),
-            "review": review[:limit], "review_total": len(review)}
+def _plan(conn: duckdb.DuckDBPyConnection, limit: int, org: str) -> dict[str, Any]:
+    """What `--apply` would do with this result (the stored plan): creates, updates, and the KOLs left for review."""
+    create_total, update_total, update_records = conn.execute(f"""
+SELECT count(DISTINCT kol_id) FILTER (WHERE action = 'create'), count(*) FILTER (WHERE action = 'update'),
+       count(DISTINCT crm_id) FILTER (WHERE action = 'update') FROM {PLAN_TABLE} WHERE org = ?""", [org]).fetchone()
+    creates = _rows(conn, f"""
+SELECT kol_id, map_from_entries(list({{'k': field, 'v': new_value}})) AS f FROM {PLAN_TABLE}
+WHERE org = ? AND action = 'create' AND kol_id IN (SELECT DISTINCT kol_id FROM {PLAN_TABLE} WHERE org = ? AND
+      action = 'create' ORDER BY kol_id LIMIT {int(limit)}) GROUP BY kol_id ORDER BY kol_id""", [org, org])
+    creates = [{"kol_id": row["kol_id"], **dict(row["f"])} for row in creates]
+    updates = _rows(conn, f"SELECT kol_id, crm_id, field, old_value, new_value FROM {PLAN_TABLE} WHERE org = ? AND "
+                          f"action = 'update' ORDER BY kol_id, crm_id, field LIMIT {int(limit)}", [org])
+    review = [{"kol_id": k, "crm_id": c, "score": s} for k, c, s in writeback.needs_review(conn, org)]
+    return {"creates": creates, "create_total": create_total, "updates": updates, "update_total": update_total,
+            "update_records": update_records, "review": review[:limit], "review_total": len(review)}
 
 
-def _runs(conn: duckdb.DuckDBPyConnection, limit: int) -> list[dict[str, Any]]:
-    return _rows(conn, f"SELECT * FROM (SELECT * FROM {RUNS_TABLE} ORDER BY reconciled_at DESC LIMIT {int(limit)}) "
-                       "ORDER BY reconciled_at")
+def _runs(conn: duckdb.DuckDBPyConnection, limit: int, org: str) -> list[dict[str, Any]]:
+    return _rows(conn, f"SELECT * FROM (SELECT * FROM {RUNS_TABLE} WHERE org = ? ORDER BY reconciled_at DESC "
+                       f"LIMIT {int(limit)}) ORDER BY reconciled_at", [org])
+
+
+def _trend(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What changed between runs, per status: the change since the previous run (up or down) and the changes
+    run to run over the window (bars above the line for more rows, below for fewer). None for a single run."""
+    if len(runs) < 2:
+        return None
+    rows, unchanged = [], []
+    for status in STATUSES:
+        values = [int(run[status] or 0) for run in runs]
+        deltas = [b - a for a, b in zip(values, values[1:])]
+        if not any(deltas):
+            unchanged.append(status)
+            continue
+        rows.append({"status": status, "now": values[-1], "change": deltas[-1], "svg": Markup(_delta_bars(status, deltas))})
+    return {"runs": len(runs), "rows": rows, "unchanged": unchanged, "since": runs[-2]["reconciled_at"]}
+
+
+def _delta_bars(status: str, deltas: list[int]) -> str:
+    """Inline SVG: one bar per run-to-run change, up (more rows) or down (fewer), scaled to the largest."""
+    width, height, bar = 240, 36, max(2, min(16, 240 // max(len(deltas), 1) - 2))
+    top = max(abs(d) for d in deltas) or 1
+    mid = height / 2
+    parts = [f'<svg class="deltas" data-status="{status}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="changes of {status} run to run">',
+             f'<line x1="0" y1="{mid}" x2="{width}" y2="{mid}" stroke="#bbb"/>']
+    for i, delta in enumerate(deltas):
+        size = abs(delta) / top * (mid - 2)
+        y = mid - size if delta > 0 else mid
+        colour = "#c62828" if delta > 0 else "#2e7d32"
+        parts.append(f'<rect class="{"up" if delta > 0 else "down" if delta < 0 else "same"}" x="{i * (bar + 2)}" '
+                     f'y="{y:.1f}" width="{bar}" height="{max(size, 0.5):.1f}" fill="{colour}">'
+                     f'<title>{delta:+d}</title></rect>')
+    parts.append("</svg>")
+    return "".join(parts)
 
 
 def write_reports(
     conn: duckdb.DuckDBPyConnection, directory: Path | str, rows_per_status: int = HTML_ROWS_PER_STATUS,
-    writable: bool = True, record_base_url: str | None = None,
+    writable: bool = True, record_base_url: str | None = None, org: str = DEFAULT_ORG, review_url: str | None = None,
 ) -> tuple[Path, Path]:
-    """reconciliation-<run>.csv/.html and -merge.csv (and latest.*) for the latest run in `directory`;
-    records the CSV and HTML paths on the run's reconciliation_runs row. Returns (csv, html).
-    `writable`: the CRM takes write-back (Salesforce); `record_base_url`: links contact ids to Salesforce."""
+    """reconciliation-<run>.csv/.html, -merge.csv and -plan.csv (and latest.*) for the organization's latest run
+    in `directory`; records the CSV and HTML paths on the run's reconciliation_runs row. Returns (csv, html).
+    `writable`: the CRM takes write-back (Salesforce); `record_base_url`: links contact ids to Salesforce;
+    `review_url`: the review page the report links to (COMMOPS_REVIEW_URL)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    runs = _runs(conn, TREND_RUNS)
+    runs = _runs(conn, TREND_RUNS, org)
     run = runs[-1]
     stamp = run_stamp(run)
     csv_path, html_path = directory / f"reconciliation-{stamp}.csv", directory / f"reconciliation-{stamp}.html"
     merge_path = directory / f"reconciliation-{stamp}-merge.csv"
-    write_csv(conn, csv_path)
-    merges = duplicates.write_merge_csv(conn, RESULT_TABLE, merge_path)
+    plan_path = directory / f"reconciliation-{stamp}-plan.csv"
+    write_csv(conn, csv_path, org)
+    write_plan_csv(conn, plan_path, org)
+    merges = duplicates.write_merge_csv(conn, _result_with_masters(org), merge_path)
     counts = {status: int(run[status] or 0) for status in STATUSES}
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("crm", "templates"), autoescape=True, undefined=jinja2.StrictUndefined
     )
     html = environment.get_template("reconciliation.html.j2").render(
-        run=run, counts=list(counts.items()), sections=_sections(conn, counts, rows_per_status),
-        trend={"runs": len(runs), "svg": _trend_svg(runs) if len(runs) > 1 else None}, csv_name=csv_path.name,
-        merge_name=merge_path.name, merges=merges, duplicate_sets=_duplicate_sets(conn, rows_per_status),
-        plan=_plan(conn, rows_per_status), writable=writable,
+        run=run, org=org, counts=list(counts.items()), sections=_sections(conn, counts, rows_per_status, org),
+        trend=_trend(runs), csv_name=csv_path.name, plan_name=plan_path.name,
+        merge_name=merge_path.name, merges=merges, duplicate_sets=_duplicate_sets(conn, rows_per_status, org),
+        plan=_plan(conn, rows_per_status, org), writable=writable, review_url=_review_link(review_url, org),
         record_url=(record_base_url.rstrip("/") + "/lightning/r/Contact/{}/view") if record_base_url else None,
     )
     html_path.write_text(html, encoding="utf-8")
-    for path, latest in ((csv_path, "latest.csv"), (html_path, "latest.html"), (merge_path, "latest-merge.csv")):
+    for path, latest in ((csv_path, "latest.csv"), (html_path, "latest.html"), (merge_path, "latest-merge.csv"),
+                         (plan_path, "latest-plan.csv")):
         shutil.copyfile(path, directory / latest)
-    conn.execute(f"UPDATE {RUNS_TABLE} SET report_csv = ?, report_html = ? WHERE run_id = ?",
-                 [str(csv_path), str(html_path), run["run_id"]])
+    conn.execute(f"UPDATE {RUNS_TABLE} SET report_csv = ?, report_html = ? WHERE org = ? AND run_id = ?",
+                 [str(csv_path), str(html_path), org, run["run_id"]])
     return csv_path, html_path
 
 
-def markdown_summary(conn: duckdb.DuckDBPyConnection) -> str:
-    """Counts of the latest run as a markdown table (Dagster materialization preview)."""
-    run = _runs(conn, 1)[-1]
+def _review_link(review_url: str | None, org: str) -> str | None:
+    """The review page of the organization, when one is configured (http(s) only: it becomes a link)."""
+    if not review_url or not re.match(r"^https?://", review_url.strip()):
+        return None
+    return f"{review_url.strip().rstrip('/')}/?org={quote(org)}"
+
+
+def markdown_summary(conn: duckdb.DuckDBPyConnection, org: str = DEFAULT_ORG) -> str:
+    """Counts of the organization's latest run as a markdown table (Dagster materialization preview)."""
+    run = _runs(conn, 1, org)[-1]
     lines = [f"**CRM reconciliation {run['run_id']}**: {run['kols']} KOLs, {run['contacts']} contacts, "
              f"{(run['duration_seconds'] or 0):.1f} s", "", "| status | rows |", "|---|---:|"]
     lines += [f"| {status} | {run[status] or 0} |" for status in STATUSES]

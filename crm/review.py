@@ -21,11 +21,11 @@ import duckdb
 import pyarrow as pa
 
 from crm import spreadsheet_csv
-from crm.writeback import audit_table
+from crm.tables import CONTACTS_TABLE, DEFAULT_ORG, RESULT_TABLE
+from crm.writeback import audit_table, held_value, read_back
 
 REJECTIONS_FILE = Path("crm") / "rejected-pairs.csv"
 REJECTION_COLUMNS = ("kol_id", "crm_id", "rejected_at")
-CONTACTS_TABLE = "crm_contacts"
 
 
 class ReviewError(RuntimeError):
@@ -34,6 +34,8 @@ class ReviewError(RuntimeError):
 
 class ContactUpdater(Protocol):
     def update_contacts(self, rows: list[dict[str, Any]]) -> list: ...
+
+    def read_contacts(self, crm_ids: list[str]) -> pa.Table: ...
 
 
 def rejections_path(data_dir: str | os.PathLike[str]) -> Path:
@@ -68,33 +70,59 @@ def remember_rejection(data_dir: str | os.PathLike[str], kol_id: str, crm_id: st
     return True
 
 
-def check_pair(conn: duckdb.DuckDBPyConnection, kol_id: str, crm_id: str) -> str | None:
+def check_pair(conn: duckdb.DuckDBPyConnection, kol_id: str, crm_id: str, org: str = DEFAULT_ORG) -> str | None:
     """The contact's current external id, after checking that both records are in the warehouse (the
-    KOL active, the contact among the CRM contacts the last reconciliation read)."""
-    if not conn.execute("SELECT count(*) FROM kols WHERE id = ? AND is_archived IS NOT TRUE", [kol_id]).fetchall()[0][0]:
-        raise ReviewError(f"KOL {kol_id} is not an active KOL of the warehouse: check the id (kol_crm_reconciliation.kol_id)")
-    found = conn.execute(f"SELECT external_id FROM {CONTACTS_TABLE} WHERE crm_id = ?", [crm_id]).fetchall()
+    KOL an active KOL of the organization, the contact among the CRM contacts its last reconciliation read)."""
+    if not conn.execute("SELECT count(*) FROM kols WHERE id = ? AND org = ? AND is_archived IS NOT TRUE",
+                        [kol_id, org]).fetchall()[0][0]:
+        raise ReviewError(f"KOL {kol_id} is not an active KOL of organization {org}: check the id "
+                          "(kol_crm_reconciliation.kol_id)")
+    found = conn.execute(f"SELECT external_id FROM {CONTACTS_TABLE} WHERE crm_id = ? AND org = ?", [crm_id, org]).fetchall()
     if not found:
         raise ReviewError(f"contact {crm_id} is not among the CRM contacts of the last reconciliation: check the id "
                           "(kol_crm_reconciliation.crm_id) or run `commops reconcile` first")
     return found[0][0]
 
 
+def pair_score(conn: duckdb.DuckDBPyConnection, kol_id: str, crm_id: str, org: str = DEFAULT_ORG) -> float | None:
+    """The probable-match score the pair has in the organization's latest result (its row, or the KOL's candidates)."""
+    row = conn.execute(f"""
+SELECT coalesce(max(match_score) FILTER (WHERE crm_id = ?),
+                max(list_filter(from_json(candidates, '[{{"crm_id":"VARCHAR","score":"DOUBLE"}}]'),
+                                c -> c.crm_id = ?)[1].score))
+FROM {RESULT_TABLE} WHERE org = ? AND kol_id = ?""", [crm_id, crm_id, org, kol_id]).fetchone()
+    return row[0] if row else None
+
+
 def audit_row(action: str, mode: str, kol_id: str, crm_id: str, old: str | None = None, new: str | None = None,
-              error: str | None = None, run_id: str = "") -> pa.Table:
+              error: str | None = None, run_id: str = "", *, org: str = DEFAULT_ORG, user: str | None = None,
+              score: float | None = None, crm_value_after: str | None = None) -> pa.Table:
     field = "external_id" if action == "confirm" else None
-    return audit_table([{"run_id": run_id, "at": datetime.now(UTC), "mode": mode, "action": action, "kol_id": kol_id,
-                         "crm_id": crm_id, "field": field, "old_value": old, "new_value": new, "error": error}])
+    return audit_table([{"org": org, "user": user, "run_id": run_id, "at": datetime.now(UTC), "mode": mode,
+                         "action": action, "kol_id": kol_id, "crm_id": crm_id, "field": field, "old_value": old,
+                         "new_value": new, "error": error, "score": score, "crm_value_after": crm_value_after}])
 
 
-def confirm(crm: ContactUpdater, kol_id: str, crm_id: str, old_external_id: str | None) -> pa.Table:
-    """Write the KOL id to the contact's external-id field; the audit row says whether the CRM took it."""
+def confirm(crm: ContactUpdater, kol_id: str, crm_id: str, old_external_id: str | None, *, org: str = DEFAULT_ORG,
+            user: str | None = None, score: float | None = None) -> pa.Table:
+    """Write the KOL id to the contact's external-id field, read it back; the audit row says what Salesforce holds."""
     if old_external_id and old_external_id != kol_id:
         raise ReviewError(f"contact {crm_id} already carries the external id {old_external_id}: confirm that KOL, or "
                           "clear the field in Salesforce first")
     try:
         result = crm.update_contacts([{"crm_id": crm_id, "external_id": kol_id}])[0]
         ok, error = result.success, result.error
-    except Exception as exc:  # the call failed as a whole: audited, then reported
+    except Exception as exc:  # noqa: BLE001 - the call failed as a whole: read back, audited, then reported
         ok, error = False, f"{type(exc).__name__}: {exc}"
-    return audit_row("confirm", "applied" if ok else "failed", kol_id, crm_id, old_external_id, kol_id, error)
+    held, unreadable = read_back(crm, [crm_id])
+    value = held_value(held[crm_id], "external_id") if crm_id in held else None
+    if value == kol_id:
+        mode, error = "applied", None
+    elif unreadable and ok:
+        mode, error = "unverified", f"not read back: {unreadable}"
+    elif not ok:
+        mode, error = "failed", f"rejected by Salesforce: {error}"
+    else:
+        mode, error = "failed", f"not written: Salesforce holds {'∅' if value is None else repr(value)}"
+    return audit_row("confirm", mode, kol_id, crm_id, old_external_id, kol_id, error, org=org, user=user, score=score,
+                     crm_value_after=value)

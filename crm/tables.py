@@ -1,5 +1,8 @@
-"""The reconciliation's warehouse tables, with their comments: the latest result, the run log and
-the write-back audit. `ensure_tables` creates what is missing and (re)writes the comments."""
+"""The reconciliation's warehouse tables, with their comments: the latest result per organization, the
+run log, the write-back plan, its approvals, the admins' choice of duplicate masters and the audit.
+Every table starts with `org` (the `orgs` partition the row belongs to), part of its key.
+`ensure_tables` creates what is missing, adds the columns of a table from an older version (`org`
+defaults to 'default' there; old audit rows get an audit_id) and (re)writes the comments."""
 
 from __future__ import annotations
 
@@ -10,6 +13,12 @@ from resources.sql import sql_literal
 RESULT_TABLE = "kol_crm_reconciliation"
 RUNS_TABLE = "reconciliation_runs"
 AUDIT_TABLE = "crm_writeback_audit"
+PLAN_TABLE = "crm_writeback_plan"
+APPROVALS_TABLE = "crm_writeback_approvals"
+MASTERS_TABLE = "crm_duplicate_masters"
+CONTACTS_TABLE = "crm_contacts"
+DEFAULT_ORG = "default"
+ORG = ("org", "VARCHAR", "Organization the row belongs to (the `orgs` partition; `default` in a single-organization setup)")
 
 STATUSES = (
     "matched",
@@ -29,10 +38,11 @@ TABLES: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         RESULT_TABLE,
         "CRM reconciliation of non-archived KOLs against CRM contacts by normalized email: the full result of "
-        "the latest run (replaced per run). Every contact is on exactly one row; every KOL is on exactly one "
+        "the latest run of each organization (its rows replaced per run; key org + crm_id, or org + kol_id on KOL-only rows). Every contact is on exactly one row; every KOL is on exactly one "
         "row with kol_primary = true (a KOL also appears, with kol_primary = false, on the other rows of its "
         "duplicate_in_crm / id_conflict / orphan_in_crm contacts).",
         (
+            ORG,
             ("run_id", "VARCHAR", "Run that produced the row (reconciliation_runs.run_id)"),
             ("reconciled_at", "TIMESTAMPTZ", "Start of that run (UTC)"),
             ("status", "VARCHAR", "matched, conflict, missing_in_crm, crm_only, duplicate_in_crm, no_email, "
@@ -47,13 +57,17 @@ TABLES: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
             ("kol_name", "VARCHAR", "KOL full name"),
             ("crm_name", "VARCHAR", "Contact FirstName + ' ' + LastName"),
             ("institution", "VARCHAR", "KOL institution (the contact's account name on rows without a KOL)"),
-            ("differences", "JSON", "List of {field, kol_value, crm_value} (raw values) of mapped fields that differ "
-             "after normalization; NULL when none or no KOL"),
+            ("differences", "JSON", "List of {field, kol_value, crm_value} (raw values) of the fields write-back writes "
+             "that differ after normalization (they make the row a conflict); NULL when none or no KOL"),
+            ("differences_not_written", "JSON", "List of {field, kol_value, crm_value} of mapped fields that differ but "
+             "write-back never writes (report-only, CRM-owned, or on another object such as the Account): 'differs in "
+             "the CRM (not ours to write)'; they never make a row a conflict. NULL when none"),
             ("candidates", "JSON", "missing_in_crm and no_email rows: up to three contacts {crm_id, name, email, "
              "institution, score} scored as probable matches (best first); NULL when none shares a blocking key"),
             ("note", "VARCHAR", "Why the status, in words, where the status alone does not say it"),
             ("match_score", "DOUBLE", "probable_match rows: probability 0..1 that KOL and contact are one person "
              "(docs/crm.md, 'Probable matches')"),
+            ("score_band", "VARCHAR", "probable_match rows: the 0.05-wide band of match_score, e.g. 0.90-0.95"),
             ("match_reasons", "JSON", "probable_match rows: per field {field, level, bits}: how each field compared and "
              "how much it added (positive) or removed (negative) evidence, in bits"),
             ("needs_review", "BOOLEAN", "True where write-back will not create a contact for the KOL because a contact "
@@ -66,8 +80,10 @@ TABLES: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
     ),
     (
         RUNS_TABLE,
-        "One row per CRM reconciliation run (appended): counts per status, duration and the report files.",
+        "One row per CRM reconciliation run of an organization (appended; key org + run_id): counts per status, "
+        "duration and the report files.",
         (
+            ORG,
             ("run_id", "VARCHAR", "Run identifier"),
             ("reconciled_at", "TIMESTAMPTZ", "Start of the run (UTC)"),
             ("source", "VARCHAR", "CRM the contacts came from (e.g. salesforce)"),
@@ -84,20 +100,77 @@ TABLES: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
     ),
     (
         AUDIT_TABLE,
-        "Every CRM write-back change planned or applied, one row per field (appended).",
+        "Every CRM write-back change planned, applied or undone and every admin decision, one row per field "
+        "(appended; key org + audit_id).",
         (
+            ORG,
+            ("audit_id", "VARCHAR", "Stable identifier of the row (what `commops reconcile undo` takes)"),
+            ("user", "VARCHAR", "Who acted: the OS user of the command, or the user signed in to the review page; "
+             "NULL for scheduled runs"),
             ("run_id", "VARCHAR", "Reconciliation run the plan came from"),
             ("at", "TIMESTAMPTZ", "Time the row was recorded (UTC)"),
-            ("mode", "VARCHAR", "dry_run (planned only), applied (CRM accepted), failed (CRM refused; see error) or "
-             "recorded (a rejection, kept in the data directory)"),
-            ("action", "VARCHAR", "create (upsert by external id = KOL id), update, confirm (an admin's "
-             "`commops reconcile confirm`: the external id set on that contact) or reject (`commops reconcile reject`)"),
+            ("mode", "VARCHAR", "dry_run (planned only), applied (read back: Salesforce holds new_value), failed "
+             "(see error: 'rejected by Salesforce: ...' or 'not written: ...'), unverified (sent, but it could not "
+             "be read back), recorded (a decision kept in the warehouse or the data directory)"),
+            ("action", "VARCHAR", "create (upsert by external id = KOL id), update, confirm (the external id set on "
+             "that contact), reject, undo (old_value written back; see undoes), approve / exclude (a planned "
+             "change's approval) or choose_master (a duplicate set's master)"),
             ("kol_id", "VARCHAR", "KOL the change comes from"),
             ("crm_id", "VARCHAR", "Contact changed (NULL for creates until the CRM assigns one)"),
             ("field", "VARCHAR", "Canonical contact field written"),
             ("old_value", "VARCHAR", "Value in the CRM before (NULL for creates)"),
             ("new_value", "VARCHAR", "Value written"),
-            ("error", "VARCHAR", "The CRM's error for failed rows"),
+            ("error", "VARCHAR", "Why a row is not applied: 'rejected by Salesforce: <its error>' or 'not written: ...'"),
+            ("crm_value_after", "VARCHAR", "The value Salesforce holds for the field, read back after the write"),
+            ("plan_key", "VARCHAR", "The planned change the row comes from (crm_writeback_plan.plan_key)"),
+            ("undoes", "VARCHAR", "undo rows: audit_id of the change undone"),
+            ("score", "DOUBLE", "confirm / reject rows: the probable-match score the pair had when decided"),
+            ("erased_at", "TIMESTAMPTZ", "Set when the KOL's data was erased for privacy: the values are gone, the row "
+             "stays as the record that something was done; it cannot be undone"),
+        ),
+    ),
+    (
+        PLAN_TABLE,
+        "The write-back plan of each organization's latest reconciliation, one row per field to write (replaced "
+        "per run; key org + plan_key). Nothing in it is written without an approval or --apply.",
+        (
+            ORG,
+            ("run_id", "VARCHAR", "Reconciliation run the plan came from"),
+            ("plan_key", "VARCHAR", "Identifies the change (md5 of action, KOL, contact, field and new value): an "
+             "approval carries over to the next run only while the change is the same"),
+            ("action", "VARCHAR", "create or update"),
+            ("kol_id", "VARCHAR", "KOL the change comes from"),
+            ("crm_id", "VARCHAR", "Contact to update (NULL for creates)"),
+            ("field", "VARCHAR", "Canonical contact field to write"),
+            ("old_value", "VARCHAR", "Value in the CRM now (NULL for creates)"),
+            ("new_value", "VARCHAR", "Value to write"),
+            ("kol_name", "VARCHAR", "KOL full name"),
+            ("institution", "VARCHAR", "KOL institution"),
+        ),
+    ),
+    (
+        APPROVALS_TABLE,
+        "CRM admins' approvals of planned changes (key org + plan_key): approve (write it with the next "
+        "apply of the approved rows) or exclude (never written while the change stays the same).",
+        (
+            ORG,
+            ("plan_key", "VARCHAR", "crm_writeback_plan.plan_key"),
+            ("kol_id", "VARCHAR", "KOL of the change"),
+            ("decision", "VARCHAR", "approve or exclude"),
+            ("user", "VARCHAR", "Who decided"),
+            ("at", "TIMESTAMPTZ", "When (UTC)"),
+        ),
+    ),
+    (
+        MASTERS_TABLE,
+        "The master a CRM admin chose for a duplicate set, where it is not the suggested one (key org + "
+        "duplicate_set_id); the merge CSV follows it. Nothing is merged in Salesforce for you.",
+        (
+            ORG,
+            ("duplicate_set_id", "VARCHAR", "kol_crm_reconciliation.duplicate_set_id"),
+            ("master_crm_id", "VARCHAR", "The contact to keep"),
+            ("user", "VARCHAR", "Who chose"),
+            ("at", "TIMESTAMPTZ", "When (UTC)"),
         ),
     ),
 )
@@ -109,7 +182,7 @@ ZSTD_COLUMNS = {RESULT_TABLE: frozenset({"kol_id", "crm_id", "external_id", "ema
 
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection, replace: tuple[str, ...] = ()) -> None:
-    """Create the three tables if missing (those in `replace` anew, empty) and set their table and
+    """Create the tables if missing (those in `replace` anew, empty) and set their table and
     column comments."""
     for table, description, columns in TABLES:
         zstd = ZSTD_COLUMNS.get(table, frozenset())
@@ -121,7 +194,10 @@ def ensure_tables(conn: duckdb.DuckDBPyConnection, replace: tuple[str, ...] = ()
             "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND schema_name = current_schema()", [table]).fetchall()}
         for name, type_, _ in columns:  # a table from an older version gets the columns added since
             if name not in present:
-                conn.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {type_}')
+                default = f" DEFAULT {sql_literal(DEFAULT_ORG)}" if name == "org" else ""
+                conn.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {type_}{default}')
+                if name == "audit_id":
+                    conn.execute(f"UPDATE {table} SET audit_id = uuid()::VARCHAR WHERE audit_id IS NULL")
         conn.execute(f"COMMENT ON TABLE {table} IS {sql_literal(description)}")
         for name, _, comment in columns:
             conn.execute(f'COMMENT ON COLUMN {table}."{name}" IS {sql_literal(comment)}')
@@ -135,3 +211,18 @@ def columns_of(table: str) -> tuple[tuple[str, str, str], ...]:
     """(name, type, comment) of each column of one of these tables."""
     (columns,) = [columns for name, _, columns in TABLES if name == table]
     return columns
+
+
+BAND_WIDTH = 0.05
+
+
+def score_band_sql(score: str) -> str:
+    """SQL of the 0.05-wide band a score 0..1 falls in, as text ('0.90-0.95'; 1.0 is in '0.95-1.00')."""
+    low = f"least(floor(({score}) / {BAND_WIDTH}), {int(1 / BAND_WIDTH) - 1}) * {BAND_WIDTH}"
+    return f"CASE WHEN ({score}) IS NOT NULL THEN printf('%.2f-%.2f', {low}, {low} + {BAND_WIDTH}) END"
+
+
+def score_bands() -> list[str]:
+    """Every band, lowest first."""
+    steps = int(1 / BAND_WIDTH)
+    return [f"{i * BAND_WIDTH:.2f}-{(i + 1) * BAND_WIDTH:.2f}" for i in range(steps)]

@@ -1,21 +1,23 @@
 """The write-back plan (what the CRM should be told) from a reconciliation result, its audit, and
 its application through the CRM resource's duck-typed interface.
 
-- missing_in_crm KOL: a create, upserted by external id = KOL id, with every mapped field (the
-  name split into first_name / last_name at the last space) and the email; not for a KOL that
-  needs review (a contact probably is that KOL: `needs_review`), which would create a duplicate;
-- conflict pair: an update of exactly the differing fields whose policy is "kol", plus the
-  external id when the contact has none;
-- nothing else is written (report-only and CRM-wins fields, duplicates, id conflicts and orphans
-  need a person) and nothing is ever deleted.
+- missing_in_crm KOL: a create, upserted by external id = KOL id, with every mapped field write-back
+  writes (the name split into first_name / last_name at the last space) and the email; not for a KOL
+  that needs review (a contact probably is that KOL: `needs_review`), which would create a duplicate;
+- conflict pair: an update of exactly the differing fields write-back writes (policy "kol", a field of
+  the Contact itself: `FieldRule.written`), plus the external id when the contact has none;
+- nothing else is written (report-only and CRM-owned fields, fields on another object such as the
+  Account's name, duplicates, id conflicts and orphans need a person) and nothing is ever deleted.
 
-The plan is long (one row per field) so it audits field by field; `apply_plan` groups it per
-record for the CRM calls.
+The plan is long (one row per field, built in SQL) so it audits field by field; `apply_plan` groups
+it per record for the CRM calls, then reads every record back: the audit says what Salesforce holds.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,23 +25,29 @@ from typing import Any, Protocol
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from crm.normalize import normalize_email
 from crm.reconcile import FULL_NAME, FieldRule
-from crm.tables import AUDIT_TABLE, RESULT_TABLE, ensure_tables
+from crm.tables import AUDIT_TABLE, DEFAULT_ORG, PLAN_TABLE, RESULT_TABLE, column_names, ensure_tables
 from resources.crm.base import WriteResult
+from resources.crm.mapping import NOT_WRITTEN
 from resources.metadata_record import MetadataRecord
+from resources.sql import sql_literal
 
 PLAN = pa.schema(
     [
+        ("plan_key", pa.string()),
         ("action", pa.string()),
         ("kol_id", pa.string()),
         ("crm_id", pa.string()),
         ("field", pa.string()),
         ("old_value", pa.string()),
         ("new_value", pa.string()),
+        ("kol_name", pa.string()),
+        ("institution", pa.string()),
     ]
 )
+_DIFF_TYPE = """'[{"field":"VARCHAR","kol_value":"VARCHAR","crm_value":"VARCHAR"}]'"""
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class WritebackOutcome(MetadataRecord):
     creates: int  # contacts to create
     updates: int  # contacts to update
     fields: int  # field values in all (the plan's rows)
-    failed: int  # audit rows that failed
+    failed: int  # audit rows that failed (or could not be read back)
     needs_review: int  # KOLs a contact probably is (none is created for them)
 
     @classmethod
@@ -63,74 +71,110 @@ class WritebackOutcome(MetadataRecord):
             creates=sum(1 for action, _ in records if action == "create"),
             updates=sum(1 for action, _ in records if action == "update"),
             fields=plan.num_rows,
-            failed=sum(1 for mode in audit["mode"].to_pylist() if mode == "failed"),
+            failed=sum(1 for mode in audit["mode"].to_pylist() if mode in ("failed", "unverified")),
             needs_review=needs_review,
         )
 
 
 class CrmWriter(Protocol):
-    """What apply_plan needs of the CRM resource: per-record results, in input order."""
+    """What apply_plan needs of the CRM resource: per-record results in input order, and a read by Id."""
 
     def upsert_contacts(self, rows: list[dict[str, Any]]) -> Sequence[WriteResult]: ...
 
     def update_contacts(self, rows: list[dict[str, Any]]) -> Sequence[WriteResult]: ...
 
+    def read_contacts(self, crm_ids: Sequence[str]) -> pa.Table: ...
 
-def plan_writeback(
-    conn: duckdb.DuckDBPyConnection, rules: Iterable[FieldRule], kols_relation: str = "kols"
-) -> pa.Table:
-    """The plan (PLAN schema) for the latest result in kol_crm_reconciliation."""
+
+def os_user() -> str:
+    """The actor of a command: the OS user."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container)
+        return "unknown"
+
+
+def plan_key_sql(action: str, kol_id: str, crm_id: str, field: str, new_value: str) -> str:
+    return f"md5(concat_ws('|', {action}, {kol_id}, coalesce({crm_id}, ''), {field}, coalesce({new_value}, '')))"
+
+
+def plan_writeback(conn: duckdb.DuckDBPyConnection, rules: Iterable[FieldRule], kols_relation: str = "kols",
+                   org: str = DEFAULT_ORG) -> pa.Table:
+    """The plan (PLAN schema) for organization `org`'s latest result in kol_crm_reconciliation, in SQL.
+    kols_relation: that organization's KOLs (reconcile.org_kols)."""
     rules = list(rules)
-    by_field = {rule.field: rule for rule in rules}
-    rows: list[dict[str, Any]] = []
-    conflicts = conn.execute(
-        f"SELECT kol_id, crm_id, external_id, differences::VARCHAR FROM {RESULT_TABLE} "
-        "WHERE status = 'conflict' ORDER BY kol_id"
-    ).fetchall()
-    for kol_id, crm_id, external_id, differences in conflicts:
-        for difference in json.loads(differences or "[]"):
-            rule = by_field.get(difference["field"])
-            if rule is None or rule.policy != "kol" or rule.crm_column == FULL_NAME:
-                continue
-            rows.append({"action": "update", "kol_id": kol_id, "crm_id": crm_id, "field": rule.crm_column,
-                         "old_value": difference["crm_value"], "new_value": difference["kol_value"]})
-        if external_id is None:
-            rows.append({"action": "update", "kol_id": kol_id, "crm_id": crm_id, "field": "external_id",
-                         "old_value": None, "new_value": kol_id})
-    values = ", ".join(f"CAST(({rule.kol_column_sql}) AS VARCHAR) AS v{i}" for i, rule in enumerate(rules))
-    missing = conn.execute(
-        f"SELECT id, email, {values} FROM {kols_relation} WHERE id IN "
-        f"(SELECT kol_id FROM {RESULT_TABLE} WHERE status = 'missing_in_crm' AND kol_primary AND NOT needs_review) "
-        "ORDER BY id"
-    ).fetchall()
-    for kol_id, email, *mapped in missing:
-        create = {"external_id": kol_id, "email": email}
-        for rule, value in zip(rules, mapped):
-            if rule.crm_column == FULL_NAME:
-                first, _, last = (value or "").rpartition(" ")
-                create.update(first_name=first or None, last_name=last or None)
-            elif rule.policy != "report" or rule.crm_column not in create:
-                create[rule.crm_column] = value
-        for name, value in create.items():
-            if value is not None:
-                rows.append({"action": "create", "kol_id": kol_id, "crm_id": None, "field": name,
-                             "old_value": None, "new_value": value})
-    return pa.Table.from_pylist(rows, schema=PLAN)
+    this_org = f"org = {sql_literal(org)}"
+    labels = " UNION ALL ".join(f"SELECT {sql_literal(rule.field)} AS label, {sql_literal(rule.crm_column)} AS field"
+                                for rule in rules if rule.written) or "SELECT NULL AS label, NULL AS field WHERE false"
+    updates = f"""
+SELECT 'update' AS action, r.kol_id, r.crm_id, w.field, d.crm_value AS old_value, d.kol_value AS new_value,
+       r.kol_name, r.institution
+FROM (SELECT kol_id, crm_id, kol_name, institution, unnest(from_json(differences, {_DIFF_TYPE})) AS d
+      FROM {RESULT_TABLE} WHERE {this_org} AND status = 'conflict') r
+JOIN ({labels}) w ON w.label = r.d.field
+UNION ALL
+SELECT 'update', kol_id, crm_id, 'external_id', NULL, kol_id, kol_name, institution
+FROM {RESULT_TABLE} WHERE {this_org} AND status = 'conflict' AND external_id IS NULL"""
+    # creates: one row per written field of the KOL (first wins where two rules name one column)
+    fields: dict[str, str] = {"external_id": "id", "email": "email"}
+    for rule in rules:
+        value = f"CAST(({rule.kol_column_sql}) AS VARCHAR)"
+        if rule.crm_column == FULL_NAME:
+            fields.setdefault("first_name", f"NULLIF(regexp_extract(coalesce({value}, ''), '^(.*) [^ ]*$', 1), '')")
+            fields.setdefault("last_name", f"NULLIF(regexp_extract(coalesce({value}, ''), '([^ ]*)$', 1), '')")
+        elif rule.crm_column not in NOT_WRITTEN:
+            fields.setdefault(rule.crm_column, value)
+    creates = " UNION ALL ".join(
+        f"SELECT 'create', id, NULL, {sql_literal(name)}, NULL, {value}, full_name, institution, {n} AS _n FROM _wb_missing"
+        for n, (name, value) in enumerate(fields.items()))
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _wb_missing AS SELECT * FROM {kols_relation} WHERE id IN
+  (SELECT kol_id FROM {RESULT_TABLE} WHERE {this_org} AND status = 'missing_in_crm' AND kol_primary AND NOT needs_review)""")
+    try:
+        key = plan_key_sql("action", "kol_id", "crm_id", "field", "new_value")
+        return conn.sql(f"""
+SELECT {key} AS plan_key, action, kol_id, crm_id, field, old_value, new_value, kol_name, institution FROM (
+  SELECT *, 0 AS _n FROM ({updates})
+  UNION ALL BY NAME
+  SELECT * FROM (SELECT * FROM ({creates}) c(action, kol_id, crm_id, field, old_value, new_value, kol_name,
+                                               institution, _n)) WHERE new_value IS NOT NULL
+) ORDER BY action DESC, kol_id, crm_id, _n, field""").to_arrow_table().cast(PLAN)
+    finally:
+        conn.execute("DROP TABLE IF EXISTS _wb_missing")
 
 
-def _records(plan: pa.Table, action: str) -> list[tuple[str, dict[str, Any]]]:
-    """(kol_id, record) per KOL/contact of one action; custom.<key> fields nest under "custom"."""
-    grouped: dict[tuple[str, str | None], dict[str, Any]] = {}
+def store_plan(conn: duckdb.DuckDBPyConnection, plan: pa.Table, org: str, run_id: str) -> int:
+    """Replace organization `org`'s rows of crm_writeback_plan with `plan`; returns its row count."""
+    ensure_tables(conn)
+    conn.register("_wb_plan_rows", plan)
+    try:
+        conn.execute("BEGIN TRANSACTION")
+        conn.execute(f"DELETE FROM {PLAN_TABLE} WHERE org = ?", [org])
+        conn.execute(f"INSERT INTO {PLAN_TABLE} BY NAME SELECT ? AS org, ? AS run_id, * FROM _wb_plan_rows", [org, run_id])
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.unregister("_wb_plan_rows")
+    return plan.num_rows
+
+
+def _records(plan: pa.Table, creates: bool) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+    """(kol_id, record, plan rows) per KOL of the creates, or per contact of the rest (updates, confirms,
+    undos: all updates by Id); custom.<key> fields nest under "custom"."""
+    grouped: dict[tuple[str, str | None], tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for row in plan.to_pylist():
-        if row["action"] != action:
+        if (row["action"] == "create") != creates:
             continue
-        key = (row["kol_id"], row["crm_id"])
-        record = grouped.setdefault(key, {"crm_id": row["crm_id"]} if action == "update" else {})
+        record, rows = grouped.setdefault((row["kol_id"], row["crm_id"]),
+                                          ({} if creates else {"crm_id": row["crm_id"]}, []))
+        rows.append(row)
         if row["field"].startswith("custom."):
             record.setdefault("custom", {})[row["field"].removeprefix("custom.")] = row["new_value"]
         else:
             record[row["field"]] = row["new_value"]
-    return [(kol_id, record) for (kol_id, _), record in grouped.items()]
+    return [(kol_id, record, rows) for (kol_id, _), (record, rows) in grouped.items()]
 
 
 def _outcome(result: WriteResult | BaseException) -> tuple[bool, str | None, str | None]:
@@ -140,47 +184,100 @@ def _outcome(result: WriteResult | BaseException) -> tuple[bool, str | None, str
     return result.success, result.crm_id, result.error
 
 
-def apply_plan(plan: pa.Table, crm: CrmWriter, run_id: str = "") -> pa.Table:
-    """Send the plan (creates as one upsert_contacts call, updates as one update_contacts call) and
-    return its audit rows (mode applied or failed per field). Never deletes."""
-    audit: list[dict[str, Any]] = []
-    at = datetime.now(UTC)
-    for action, call in (("create", crm.upsert_contacts), ("update", crm.update_contacts)):
-        records = _records(plan, action)
+def held_value(contact: dict[str, Any], field: str) -> str | None:
+    """A canonical contact's value of a plan field (custom.<key> from its custom JSON)."""
+    if field.startswith("custom."):
+        custom = json.loads(contact.get("custom") or "{}")
+        value = custom.get(field.removeprefix("custom."))
+    else:
+        value = contact.get(field)
+    return None if value is None else str(value)
+
+
+def holds(field: str, value: str | None, held: str | None) -> bool:
+    """Salesforce holds `value` (it stores what it is sent, emails lower-cased)."""
+    if field == "email":
+        return normalize_email(value) == normalize_email(held)
+    return value == held
+
+
+def read_back(crm: CrmWriter, crm_ids: Iterable[str | None]) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """{crm_id: canonical contact} of these contacts as Salesforce holds them now, or ({}, why not)."""
+    ids = sorted({crm_id for crm_id in crm_ids if crm_id})
+    if not ids:
+        return {}, None
+    try:
+        table = crm.read_contacts(ids)
+    except Exception as error:  # noqa: BLE001 - the audit says it could not read back, and why
+        return {}, f"{type(error).__name__}: {error}"
+    return {row["crm_id"]: row for row in table.to_pylist()}, None
+
+
+def apply_plan(plan: pa.Table, crm: CrmWriter, run_id: str = "", org: str = DEFAULT_ORG, user: str | None = None
+               ) -> pa.Table:
+    """Send the plan (creates as one upsert_contacts call, updates as one update_contacts call), read
+    every record back, and return its audit rows: applied (Salesforce holds new_value, in
+    crm_value_after), failed ('rejected by Salesforce: ...' or 'not written: ...') or unverified (it
+    could not be read back). Never deletes."""
+    sent: list[tuple[dict[str, Any], bool, str | None, str | None]] = []  # plan row, ok, crm id, error
+    for creates, call in ((True, crm.upsert_contacts), (False, crm.update_contacts)):
+        records = _records(plan, creates)
         if not records:
             continue
         try:
-            results = list(call([record for _, record in records]))
-        except Exception as error:  # the whole call failed: every record of it failed
+            results = list(call([record for _, record, _ in records]))
+        except Exception as error:  # noqa: BLE001 - the whole call failed: every record of it, read back below
             results = [error] * len(records)
-        for (kol_id, record), result in zip(records, results, strict=False):
+        for (_, _, rows), result in zip(records, results, strict=False):
             ok, crm_id, error = _outcome(result)
-            for row in plan.filter(pc.equal(plan["kol_id"], kol_id)).to_pylist():
-                if row["action"] == action:
-                    audit.append({"run_id": run_id, "at": at, "mode": "applied" if ok else "failed", "action": action,
-                                  "kol_id": kol_id, "crm_id": row["crm_id"] or crm_id, "field": row["field"],
-                                  "old_value": row["old_value"], "new_value": row["new_value"], "error": error})
+            sent.extend((row, ok, row["crm_id"] or crm_id, error) for row in rows)
+    held, unreadable = read_back(crm, (crm_id for _, _, crm_id, _ in sent))
+    at = datetime.now(UTC)
+    audit = []
+    for row, ok, crm_id, error in sent:
+        contact = held.get(crm_id) if crm_id else None
+        value = held_value(contact, row["field"]) if contact else None
+        if contact is not None and holds(row["field"], row["new_value"], value):
+            mode, error = "applied", None
+        elif unreadable and ok:
+            mode, error = "unverified", f"not read back: {unreadable}"
+        elif not ok and error:
+            mode, error = "failed", f"rejected by Salesforce: {error}"
+        elif contact is None:
+            mode, error = "failed", "not written: the contact is not in Salesforce when read back"
+        else:
+            mode, error = "failed", f"not written: Salesforce holds {'∅' if value is None else repr(value)}"
+        audit.append({"org": org, "user": user, "run_id": run_id, "at": at, "mode": mode, "action": row["action"],
+                      "kol_id": row["kol_id"], "crm_id": crm_id, "field": row["field"], "old_value": row["old_value"],
+                      "new_value": row["new_value"], "error": error, "crm_value_after": value if contact else None,
+                      "plan_key": row["plan_key"]})
     return audit_table(audit)
 
 
-def dry_run(plan: pa.Table, run_id: str) -> pa.Table:
+def dry_run(plan: pa.Table, run_id: str, org: str = DEFAULT_ORG, user: str | None = None) -> pa.Table:
     """Audit rows of a plan not sent (mode dry_run)."""
     at = datetime.now(UTC)
-    return audit_table([dict(row, run_id=run_id, at=at, mode="dry_run", error=None) for row in plan.to_pylist()])
+    return audit_table([{"org": org, "user": user, "run_id": run_id, "at": at, "mode": "dry_run", "error": None,
+                         **{k: row[k] for k in ("action", "kol_id", "crm_id", "field", "old_value", "new_value",
+                                                "plan_key")}} for row in plan.to_pylist()])
 
 
 AUDIT = pa.schema(
     [
+        ("org", pa.string()), ("audit_id", pa.string()), ("user", pa.string()),
         ("run_id", pa.string()), ("at", pa.timestamp("us", tz="UTC")), ("mode", pa.string()), ("action", pa.string()),
         ("kol_id", pa.string()), ("crm_id", pa.string()), ("field", pa.string()), ("old_value", pa.string()),
-        ("new_value", pa.string()), ("error", pa.string()),
+        ("new_value", pa.string()), ("error", pa.string()), ("crm_value_after", pa.string()), ("plan_key", pa.string()),
+        ("undoes", pa.string()), ("score", pa.float64()), ("erased_at", pa.timestamp("us", tz="UTC")),
     ]
 )
+assert tuple(AUDIT.names) == column_names(AUDIT_TABLE)
 
 
 def audit_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Audit rows (dicts with the AUDIT columns) as a table."""
-    return pa.Table.from_pylist(rows, schema=AUDIT)
+    """Audit rows (dicts with AUDIT columns; audit_id filled in where missing) as a table."""
+    return pa.Table.from_pylist([{**row, "audit_id": row.get("audit_id") or uuid.uuid4().hex} for row in rows],
+                                schema=AUDIT)
 
 
 def record_audit(conn: duckdb.DuckDBPyConnection, audit: pa.Table) -> int:
@@ -194,10 +291,10 @@ def record_audit(conn: duckdb.DuckDBPyConnection, audit: pa.Table) -> int:
     return audit.num_rows
 
 
-def needs_review(conn: duckdb.DuckDBPyConnection) -> list[tuple[str, str | None, float | None]]:
+def needs_review(conn: duckdb.DuckDBPyConnection, org: str = DEFAULT_ORG) -> list[tuple[str, str | None, float | None]]:
     """(kol_id, crm_id, score) of the KOLs write-back leaves alone because a contact probably is that KOL:
     probable_match rows, and KOLs whose best candidate (taken by another KOL) reaches the threshold."""
     return conn.execute(f"""
 SELECT kol_id, coalesce(crm_id, json_extract_string(candidates, '$[0].crm_id')),
        coalesce(match_score, json_extract(candidates, '$[0].score')::DOUBLE)
-FROM {RESULT_TABLE} WHERE needs_review AND kol_primary ORDER BY kol_id""").fetchall()
+FROM {RESULT_TABLE} WHERE org = ? AND needs_review AND kol_primary ORDER BY kol_id""", [org]).fetchall()

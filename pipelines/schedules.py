@@ -1,11 +1,12 @@
-"""The nightly schedule: `nightly_sync` at 02:00 in COMMOPS_TIMEZONE (default UTC), one run per
+"""The schedules. The nightly one: `nightly_sync` at 02:00 in COMMOPS_TIMEZONE (default UTC), one run per
 organization (each a partition of `orgs`; the run queue lets each organization run one run at a time
 and several organizations in parallel).
 
 default_status RUNNING: the point of the project is that the sync happens every night as
 soon as `dagster dev` (or a deployed daemon) runs; an operator who does not want it stops it
 in the UI. A run's snapshot date is the date it was created (assets/snapshot_date.py), so
-the 02:00 tick files its data under the tick's own date, as `commops sync` does.
+the 02:00 tick files its data under the tick's own date, as `commops sync` does. The CRM one:
+`crm_reconciliation` at 04:00, one run per organization too.
 """
 
 from __future__ import annotations
@@ -35,17 +36,30 @@ def _nightly_per_org(timezone: str) -> dg.ScheduleDefinition:
     return nightly_sync_schedule
 
 
+def _crm_per_org(timezone: str, crm_configured: bool) -> dg.ScheduleDefinition:
+    @dg.schedule(
+        name="crm_reconciliation_schedule",
+        job=crm_reconciliation,
+        cron_schedule="0 4 * * *",
+        execution_timezone=timezone,
+        default_status=dg.DefaultScheduleStatus.RUNNING if crm_configured else dg.DefaultScheduleStatus.STOPPED,
+        description="Reconciles each organization's KOLs with the CRM every morning at 04:00 (COMMOPS_TIMEZONE), "
+        "a dry run.",
+    )
+    def crm_reconciliation_schedule(context: dg.ScheduleEvaluationContext):
+        tick = context.scheduled_execution_time.strftime("%Y-%m-%d")
+        orgs = context.instance.get_dynamic_partitions(ORGS.name)
+        if not orgs:
+            return dg.SkipReason("no organization is registered (commops orgs add, or COMMOPS_BASE_URL)")
+        return [dg.RunRequest(run_key=f"crm-{org}-{tick}", partition_key=org) for org in orgs]
+
+    return crm_reconciliation_schedule
+
+
 def build_schedules(timezone: str, crm_configured: bool = False) -> list[dg.ScheduleDefinition]:
     """The CRM reconciliation runs at 04:00, after the nightly sync, so CRM admins find the report in
     the morning; it starts RUNNING only where a CRM is configured (elsewhere every tick would fail)."""
     return [
         _nightly_per_org(timezone),
-        dg.ScheduleDefinition(
-            name="crm_reconciliation_schedule",
-            job=crm_reconciliation,
-            cron_schedule="0 4 * * *",
-            execution_timezone=timezone,
-            default_status=dg.DefaultScheduleStatus.RUNNING if crm_configured else dg.DefaultScheduleStatus.STOPPED,
-            description="Reconciles the KOLs with the CRM every morning at 04:00 (COMMOPS_TIMEZONE), a dry run.",
-        ),
+        _crm_per_org(timezone, crm_configured),
     ]

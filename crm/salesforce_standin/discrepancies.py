@@ -119,8 +119,8 @@ def plant_discrepancies(
             contact["Title"], status = "Head of " + (kol.get("title") or "Nothing"), "conflict"
         elif case == "phone_conflict":
             contact["Phone"], status = "+1 555 000 " + str(rng.randint(1000, 9999)), "conflict"
-        elif case == "institution_conflict":
-            contact["Account.Name"], status = (kol.get("institution") or "") + " Annex", "conflict"
+        elif case == "institution_conflict":  # not ours to write (the Account's name): matched, differing
+            contact["Account.Name"] = (kol.get("institution") or "") + " Annex"
         elif case == "email_case":
             contact["Email"] = "  " + kol["email"].upper() + " "
         elif case == "phone_format" and kol.get("phone"):

@@ -9,16 +9,17 @@ become numbers), UTF-8 with or without BOM. Headers are API names (Id, FirstName
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from pydantic import Field
 
 from resources.crm.base import MappedCrmResource
 from resources.crm.errors import CrmError
-from resources.crm.mapping import REQUIRED_EXPORT_FIELDS, STANDARD_FIELDS, ContactMapping, parse_custom_fields, to_batch
+from resources.crm.mapping import CONTACT_SCHEMA, REQUIRED_EXPORT_FIELDS, STANDARD_FIELDS, ContactMapping, parse_custom_fields, to_batch
 
 # report labels (lower-cased) -> API names
 REPORT_HEADERS = {
@@ -86,6 +87,12 @@ class CrmCsvResource(MappedCrmResource):
                 yield to_batch(mapping.from_flat(row) for row in batch.to_pylist())
         except pa.ArrowInvalid as exc:
             raise CrmError(f"CRM export {self.path} is not a readable CSV ({str(exc).splitlines()[0]}): re-export it") from None
+
+    def read_contacts(self, crm_ids: Sequence[str]) -> pa.Table:
+        """The export's contacts with these Ids (CONTACT_SCHEMA): the export as it is, read-only."""
+        wanted = pa.array(list(dict.fromkeys(crm_ids)), pa.string())
+        batches = [batch.filter(pc.is_in(batch["crm_id"], value_set=wanted)) for batch in self.iter_contacts()]
+        return pa.Table.from_batches(batches, schema=CONTACT_SCHEMA)
 
     def upsert_contacts(self, rows: Iterable[dict]) -> list:
         raise CrmError(f"the CRM is a CSV export ({self.path}): write-back needs Salesforce, unset COMMOPS_CRM_CSV")

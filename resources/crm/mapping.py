@@ -141,10 +141,20 @@ class ContactMapping:
 
     def to_salesforce(self, row: Mapping, with_external_id: bool = False) -> dict:
         """The Salesforce fields a write-back sends for a canonical row: writable columns that have a value
-        (None means "leave as it is"), plus mapped custom fields given in row["custom"] (dict or JSON text).
+        (None means "leave as it is"; row["clear"] lists the columns to empty), plus mapped custom fields given in
+        row["custom"] (dict or JSON text).
         `with_external_id`: also write external_id (an update linking a contact to its KOL id)."""
         data = {STANDARD_FIELDS[column]: value for column, value in row.items()
                 if column in STANDARD_FIELDS and column not in NOT_WRITTEN and value is not None}
+        for column in row.get("clear", ()):  # fields to empty (an undo writing back "no value")
+            if column in STANDARD_FIELDS and column not in NOT_WRITTEN:
+                data[STANDARD_FIELDS[column]] = None
+            elif column == "external_id" and self.external_id_field and with_external_id:
+                data[self.external_id_field] = None
+            elif column.startswith("custom.") and column.removeprefix("custom.") in self.custom_fields:
+                data[self.custom_fields[column.removeprefix("custom.")]] = None
+            else:
+                raise CrmError(f"cannot empty {column!r}: write-back does not write it")
         if with_external_id and row.get("external_id") is not None:
             if not self.external_id_field:
                 raise CrmError("Contact has no external-id field: set SALESFORCE_EXTERNAL_ID_FIELD to write external_id")

@@ -44,6 +44,8 @@ class CrmSettings(BaseSettings):
     commops_crm_csv: str | None = Field(default=None, description="Salesforce report export to read instead of Salesforce.")
     commops_crm_match_threshold: float = Field(default=DEFAULT_MATCH_THRESHOLD, ge=0, le=1,
                                                description="Score from which a pair is a probable match.")
+    commops_undo_window_days: int = Field(default=30, ge=0, description="Days during which an applied change can be undone.")
+    commops_review_url: str | None = Field(default=None, description="Address of the review page the report links to.")
 
 
 NOT_CONFIGURED = (
@@ -61,7 +63,7 @@ class NoCrmConfigured:
     def _fail(self, *args: object, **kwargs: object) -> None:
         raise CrmError(NOT_CONFIGURED)
 
-    iter_contacts = upsert_contacts = update_contacts = _fail
+    iter_contacts = upsert_contacts = update_contacts = read_contacts = _fail
 
 
 def build_crm_resource(settings: CrmSettings | None = None) -> SalesforceResource | CrmCsvResource | None:

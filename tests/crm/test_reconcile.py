@@ -59,10 +59,19 @@ def test_conflict_differences_carry_raw_values(reconciled):
     conn, _, _ = reconciled
     rows = conn.execute(f"SELECT differences::VARCHAR FROM {RESULT_TABLE} WHERE status = 'conflict'").fetchall()
     fields = [d for row, in rows for d in json.loads(row)]
-    assert {d["field"] for d in fields} == {"title", "phone", "institution"}
+    assert {d["field"] for d in fields} == {"title", "phone"}  # fields write-back writes
     title = next(d for d in fields if d["field"] == "title")
     assert title["crm_value"] == "Head of " + title["kol_value"]
     assert conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE status = 'matched' AND differences IS NOT NULL").fetchone()[0] == 0
+
+
+def test_a_row_differing_only_in_fields_we_do_not_write_is_matched_and_says_so(reconciled):
+    conn, expected, _ = reconciled
+    rows = conn.execute(f"SELECT status, differences_not_written::VARCHAR FROM {RESULT_TABLE} "
+                        "WHERE differences_not_written::VARCHAR LIKE '%Annex%'").fetchall()
+    assert rows and {status for status, _ in rows} <= {"matched", "conflict"} and "matched" in {s for s, _ in rows}
+    institution = [d for _, listed in rows for d in json.loads(listed) if d["field"] == "institution"]
+    assert institution and all(d["crm_value"] == d["kol_value"] + " Annex" for d in institution)
 
 
 def test_case_and_whitespace_emails_never_conflict():
