@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import re
+
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -35,8 +37,11 @@ from resources.warehouse import WarehouseResource
 
 HERE = Path(__file__).parent
 PAGE_SIZES = (25, 50, 100, 200)
+ORG_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")  # the names `commops orgs` gives (a path part of the reports)
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 PLAN_ACTIONS = ("update", "create")
+# The report files an admin downloads here (to merge in Salesforce, or to fill in decisions in Excel).
+DOWNLOADS = {"reconciliation.csv": "latest.csv", "plan.csv": "latest-plan.csv", "merge.csv": "latest-merge.csv"}
 AUDIT_ACTIONS = ("update", "create", "confirm", "reject", "undo", "approve", "exclude", "choose_master")
 
 
@@ -187,7 +192,9 @@ def create_app(config: PageConfig) -> Starlette:
     def matches(request: Request, session: Session, conn, org: data.OrgRun) -> Response:
         flt = _filter(request, status="probable_match")
         page = listing.reconciliation_page(conn, org.org, flt, _offset(request), _limit(request))
-        return render(request, "matches.html.j2", session, org=org, page=page, rows=data.rows(page.rows), flt=flt,
+        found = data.rows(page.rows)
+        decided = data.pair_decisions(conn, org.org, [(r["kol_id"], r["crm_id"]) for r in found])
+        return render(request, "matches.html.j2", session, org=org, page=page, rows=found, decided=decided, flt=flt,
                       bands=listing.score_bands(), institutions=data.institutions_like(conn, org.org),
                       query=_query(request))
 
@@ -216,13 +223,15 @@ def create_app(config: PageConfig) -> Starlette:
     def decisions(request: Request, session: Session, conn, org: data.OrgRun) -> Response:
         return render(request, "decisions.html.j2", session, org=org, report=None, error=None)
 
-    async def merge_csv(request: Request, session: Session) -> Response:
-        org = request.path_params["org"]
-        path = reports_dir(config.data_dir, org) / "latest-merge.csv"
+    async def download(request: Request, session: Session) -> Response:
+        org, name = request.path_params["org"], request.path_params["name"]
+        if name not in DOWNLOADS or not ORG_NAME.fullmatch(org):
+            return refused(request, session, "No such file.", 404)
+        path = reports_dir(config.data_dir, org) / DOWNLOADS[name]
         if not path.is_file():
-            return refused(request, session, "No merge file yet: run `commops reconcile`.", 404)
-        return Response(path.read_bytes(), media_type="text/csv; charset=utf-8",
-                        headers={"content-disposition": f'attachment; filename="{org}-merge.csv"'})
+            return refused(request, session, f"No {name} for organization {org!r} yet: run `commops reconcile`.", 404)
+        return Response(await run_in_threadpool(path.read_bytes), media_type="text/csv; charset=utf-8",
+                        headers={"content-disposition": f'attachment; filename="{org}-{name}"'})
 
     # ------------------------------------------------------------------ actions
 
@@ -352,7 +361,7 @@ def create_app(config: PageConfig) -> Starlette:
         org_route("/rows", result_rows),
         org_route("/matches", matches, decide_matches),
         org_route("/duplicates", duplicate_sets, choose_master),
-        Route("/o/{org}/merge.csv", signed_in(merge_csv), methods=["GET"]),
+        Route("/o/{org}/files/{name}", signed_in(download), methods=["GET"]),
         org_route("/plan", plan, decide_plan),
         org_route("/plan/apply", post=apply_approved),
         org_route("/audit", audit),

@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from crm.tables import APPROVALS_TABLE, PLAN_TABLE, RESULT_TABLE, RUNS_TABLE, STATUSES
+from crm.tables import APPROVALS_TABLE, AUDIT_TABLE, PLAN_TABLE, RESULT_TABLE, RUNS_TABLE, STATUSES
 
 
 class NothingYet(RuntimeError):
@@ -38,7 +38,7 @@ def published(analytics_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def has_table(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return bool(conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0])
+    return bool(conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchall()[0][0])
 
 
 def rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -83,9 +83,9 @@ class ToDo:
 
 
 def to_do(conn: duckdb.DuckDBPyConnection, org: str) -> ToDo:
-    (matches, sets), = conn.execute(
-        f"SELECT count(*) FILTER (WHERE status = 'probable_match'), count(DISTINCT duplicate_set_id) "
-        f"FROM {RESULT_TABLE} WHERE org = ?", [org]).fetchall()
+    (sets,), = conn.execute(f"SELECT count(DISTINCT duplicate_set_id) FROM {RESULT_TABLE} WHERE org = ?",
+                            [org]).fetchall()
+    matches = undecided_matches(conn, org) if has_table(conn, AUDIT_TABLE) else 0
     waiting = approved = 0
     if has_table(conn, PLAN_TABLE):
         (waiting, approved), = conn.execute(
@@ -93,6 +93,35 @@ def to_do(conn: duckdb.DuckDBPyConnection, org: str) -> ToDo:
             f"FROM {PLAN_TABLE} p LEFT JOIN {APPROVALS_TABLE} a ON a.org = p.org AND a.plan_key = p.plan_key "
             "WHERE p.org = ?", [org]).fetchall()
     return ToDo(int(matches), int(sets), int(waiting), int(approved))
+
+
+_PAIR_DECISIONS = f"""
+SELECT kol_id, crm_id, arg_max(action, "at") AS action, arg_max("user", "at") AS "user", max("at") AS "at"
+FROM {AUDIT_TABLE} WHERE org = ? AND action IN ('confirm', 'reject', 'undo') AND mode IN ('applied', 'recorded')
+  AND (action <> 'undo' OR field = 'external_id') GROUP BY kol_id, crm_id"""
+
+
+def pair_decisions(conn: duckdb.DuckDBPyConnection, org: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    """The latest decision (confirm or reject, with who and when) on each of these pairs since they were proposed:
+    the list shows the last reconciliation, which a decision changes only at the next one."""
+    if not pairs:
+        return {}
+    wanted = pa.table({"kol_id": [k for k, _ in pairs], "crm_id": [c for _, c in pairs]})
+    conn.register("_page_pairs", wanted)
+    try:
+        found = _dicts(conn.execute(f"SELECT d.* FROM ({_PAIR_DECISIONS}) d JOIN _page_pairs p USING (kol_id, crm_id) "
+                                    "WHERE d.action <> 'undo'", [org]))
+    finally:
+        conn.unregister("_page_pairs")
+    return {(d["kol_id"], d["crm_id"]): d for d in found}
+
+
+def undecided_matches(conn: duckdb.DuckDBPyConnection, org: str) -> int:
+    """Probable matches of the latest run nobody has confirmed or rejected since."""
+    return int(conn.execute(
+        f"SELECT count(*) FROM {RESULT_TABLE} r LEFT JOIN ({_PAIR_DECISIONS}) d USING (kol_id, crm_id) "
+        "WHERE r.org = ? AND r.status = 'probable_match' AND (d.action IS NULL OR d.action = 'undo')",
+        [org, org]).fetchall()[0][0])
 
 
 def institutions_like(conn: duckdb.DuckDBPyConnection, org: str, limit: int = 200) -> list[str]:
