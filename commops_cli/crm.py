@@ -12,7 +12,10 @@ from rich.console import Console
 from rich.table import Table
 
 from commops_cli.command_checks import fail, require_free_port, writable_data_dir
-from commops_cli.crm_run import ReconcileError, Reconciliation, run_reconciliation, run_review
+from commops_cli.crm_run import ReconcileError, Reconciliation, crm_resource, run_reconciliation, run_review, warehouse_for
+from crm import actions
+from crm.tables import DEFAULT_ORG
+from crm.writeback import os_user
 from resources.crm.errors import CrmError
 from resources.settings import SettingsError
 
@@ -62,30 +65,39 @@ def reconcile_and_report(command: str, **kwargs) -> Reconciliation:
     return summary
 
 
+ORG_HELP = "Organization whose KOLs are reconciled (an `orgs` partition; default: default)."
+
+
 @click.group("reconcile", invoke_without_command=True)
 @click.option("--data-dir", help="Where the warehouse and reports are (default: $COMMOPS_DATA_DIR or ./data).")
+@click.option("--org", default=DEFAULT_ORG, show_default=True, help=ORG_HELP)
 @click.option("--apply", is_flag=True,
               help="Write the fixes to the CRM: create missing contacts and update the fields whose policy says the KOL "
                    "record wins (never deletes, never creates a KOL that has a probable match). Default: a dry run that "
                    "only lists them.")
 @click.pass_context
-def reconcile(ctx: click.Context, data_dir: str | None, apply: bool) -> None:
+def reconcile(ctx: click.Context, data_dir: str | None, org: str, apply: bool) -> None:
     """Reconcile the warehouse's KOLs against the CRM's contacts (by email, then probable matches); write the
-    reports. `confirm` / `reject` answer a probable match."""
+    reports. `confirm` / `reject` answer a probable match, `decisions` takes a filled-in CSV, `apply-approved`
+    writes the approved changes, `undo` reverts one."""
     if ctx.invoked_subcommand is not None:
         if apply:
             fail("reconcile", f"--apply goes without a subcommand (it is not an option of {ctx.invoked_subcommand})")
-        ctx.obj = data_dir
+        ctx.obj = {"data_dir": data_dir, "org": org}
         return
     data = writable_data_dir("reconcile", data_dir)
-    reconcile_and_report("reconcile", data_dir=data, apply=apply)
+    reconcile_and_report("reconcile", data_dir=data, apply=apply, org=org, user=os_user())
+
+
+def _org(ctx: click.Context) -> str:
+    return (ctx.obj or {}).get("org") or DEFAULT_ORG
 
 
 def _review(ctx: click.Context, action: str, kol_id: str, contact_id: str, data_dir: str | None) -> None:
     command = f"reconcile {action}"
-    data = writable_data_dir(command, data_dir or ctx.obj)
+    data = writable_data_dir(command, data_dir or (ctx.obj or {}).get("data_dir"))
     try:
-        outcome = run_review(action, kol_id, contact_id, data_dir=data)
+        outcome = run_review(action, kol_id, contact_id, data_dir=data, org=_org(ctx), user=os_user())
     except (SettingsError, ReconcileError, CrmError) as error:
         fail(command, str(error))
     if outcome.error:
@@ -113,6 +125,78 @@ _review_command("confirm", "A probable match is one person: write KOL_ID to the 
                            "Salesforce (audited).")
 _review_command("reject", "A probable match is two people: never propose the pair again (kept in the data directory, "
                           "audited).")
+
+
+def _act(ctx: click.Context, command: str, data_dir: str | None, act) -> object:
+    """Run an admin action on the data directory's warehouse; a refusal or failure is one line and exit 1."""
+    data = writable_data_dir(command, data_dir or (ctx.obj or {}).get("data_dir"))
+    try:
+        return act(warehouse_for(data))
+    except (SettingsError, ReconcileError, CrmError, actions.ActionRefused) as error:
+        fail(command, str(error))
+
+
+@reconcile.command("decisions")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--data-dir", help="Where the warehouse is (default: $COMMOPS_DATA_DIR or ./data).")
+@click.pass_context
+def decisions(ctx: click.Context, file: str, data_dir: str | None) -> None:
+    """Take the decisions of a filled-in CSV: the reconciliation CSV (`decision`: confirm / reject) or the plan CSV
+    (`decision`: approve / exclude), as Excel saves it. Prints what was taken and why a row was refused."""
+    try:
+        with open(file, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        fail("reconcile decisions", f"cannot read {file}: {error.strerror}")
+    crm = None
+    try:
+        crm = crm_resource()
+    except ReconcileError:
+        pass  # a plan file and rejections need no CRM; a confirm says so on its row
+    report = _act(ctx, "reconcile decisions", data_dir,
+                  lambda warehouse: actions.apply_decisions_file(warehouse, crm, _org(ctx), data, os_user()))
+    table = Table()
+    for name in ("line", "decision", "kol_id", "crm_id", "taken", "why"):
+        table.add_column(name)
+    rows = report.to_pylist()
+    for row in rows:
+        table.add_row(str(row["line"]), row["decision"], row["kol_id"] or "", row["crm_id"] or "",
+                      "yes" if row["taken"] else "no", row["reason"])
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+    taken = sum(row["taken"] for row in rows)
+    console.print(f"{taken:,} of {len(rows):,} decisions taken; refused rows say why (audited in crm_writeback_audit).")
+    if taken < len(rows):
+        sys.exit(1)
+
+
+@reconcile.command("apply-approved")
+@click.option("--data-dir", help="Where the warehouse is (default: $COMMOPS_DATA_DIR or ./data).")
+@click.pass_context
+def apply_approved(ctx: click.Context, data_dir: str | None) -> None:
+    """Write the approved planned changes to Salesforce (and nothing else), read them back, audit them."""
+    outcome = _act(ctx, "reconcile apply-approved", data_dir,
+                   lambda warehouse: actions.apply_approved(warehouse, crm_resource(), _org(ctx), os_user()))
+    modes = outcome["mode"].to_pylist()
+    click.echo(f"Applied {modes.count('applied'):,} of {len(modes):,} approved field values; "
+               f"not applied {len(modes) - modes.count('applied'):,} (crm_writeback_audit says why).")
+    if len(modes) != modes.count("applied"):
+        sys.exit(1)
+
+
+@reconcile.command("undo")
+@click.argument("audit_id")
+@click.option("--data-dir", help="Where the warehouse is (default: $COMMOPS_DATA_DIR or ./data).")
+@click.pass_context
+def undo(ctx: click.Context, audit_id: str, data_dir: str | None) -> None:
+    """Write back the old value of an applied update or confirm (crm_writeback_audit.audit_id), audited."""
+    outcome = _act(ctx, "reconcile undo", data_dir,
+                   lambda warehouse: actions.undo(warehouse, crm_resource(), _org(ctx), audit_id, os_user()))
+    [row] = outcome.to_pylist()
+    if row["mode"] != "applied":
+        fail("reconcile undo", f"the undo of {audit_id} was not applied: {row['error']} (audited)")
+    click.echo(f"Undone: {row['field']} of contact {row['crm_id']} is {row['crm_value_after'] or '∅'} again "
+               f"(audit {row['audit_id']}).")
 
 
 @click.group("crm")

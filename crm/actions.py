@@ -191,6 +191,12 @@ def decide_pairs(warehouse: WarehouseResource, crm: Any, org: str, decisions: Se
             else:
                 confirms.append((len(report), kol_id, crm_id, old, score))
                 report.append({**entry, "taken": False, "reason": "pending"})
+    if confirms and not getattr(crm, "writable", False):
+        why = (f"a confirm writes the KOL id to the contact in Salesforce, and the CRM is "
+               f"{getattr(crm, 'source_name', 'not configured')}: set the SALESFORCE_* login")
+        for index, *_ in confirms:
+            report[index]["reason"] = why
+        confirms = []
     if confirms:
         with _live(crm) as live:
             plan = pa.Table.from_pylist([{"plan_key": None, "action": "confirm", "kol_id": kol_id, "crm_id": crm_id,
@@ -260,7 +266,7 @@ def choose_master(warehouse: WarehouseResource, org: str, duplicate_set_id: str,
         ensure_tables(session.conn)
         found = session.conn.execute(
             f"SELECT any_value(suggested_master), bool_or(crm_id = ?) FROM {RESULT_TABLE} WHERE org = ? AND "
-            "duplicate_set_id = ?", [crm_id, org, duplicate_set_id]).fetchone()
+            "duplicate_set_id = ?", [crm_id, org, duplicate_set_id]).fetchall()[0]
         if found[1] is None:
             raise ActionRefused(f"no duplicate set {duplicate_set_id} in organization {org}'s latest reconciliation")
         if not found[1]:

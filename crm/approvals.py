@@ -86,7 +86,7 @@ def _decide(conn: duckdb.DuckDBPyConnection, org: str, user: str, decision: str,
         conn.execute(f"""CREATE OR REPLACE TEMP TABLE _decided AS
 SELECT p.plan_key, p.kol_id, p.crm_id, p.field, p.old_value, p.new_value, p.run_id, a.decision AS before
 FROM {PLAN_SOURCE} WHERE p.org = ? AND {condition}""", [org, *params])
-        count = conn.execute("SELECT count(*) FROM _decided").fetchone()[0]
+        count = conn.execute("SELECT count(*) FROM _decided").fetchall()[0][0]
         conn.execute(f"DELETE FROM {APPROVALS_TABLE} WHERE org = ? AND plan_key IN (SELECT plan_key FROM _decided)", [org])
         if decision != "clear":
             conn.execute(f'INSERT INTO {APPROVALS_TABLE} (org, plan_key, kol_id, decision, "user", "at") '

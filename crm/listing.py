@@ -91,7 +91,7 @@ def _page(conn: duckdb.DuckDBPyConnection, select: str, source: str, where: list
     limit = max(1, min(int(limit), MAX_LIMIT))
     offset = max(0, int(offset))
     condition = " AND ".join(where) or "true"
-    total = conn.execute(f"SELECT count(*) FROM {source} WHERE {condition}", params).fetchone()[0]
+    total = conn.execute(f"SELECT count(*) FROM {source} WHERE {condition}", params).fetchall()[0][0]
     rows = conn.sql(f"SELECT {select} FROM {source} WHERE {condition} ORDER BY {order} LIMIT {limit} OFFSET {offset}",
                     params=params).to_arrow_table()
     return Page(rows, int(total), offset, limit)
@@ -168,8 +168,8 @@ def precision_by_band(conn: duckdb.DuckDBPyConnection, org: str) -> pa.Table:
     """Per score band with a decision: confirmed, rejected, decided and precision (confirmed ÷ decided), beside
     the probable-match threshold of the organization's latest run. Each pair counts once, by its latest decision."""
     threshold = conn.execute(f"SELECT match_threshold FROM {RUNS_TABLE} WHERE org = ? ORDER BY reconciled_at DESC "
-                             "LIMIT 1", [org]).fetchone()
-    return _precision(conn, org, threshold[0] if threshold else None)
+                             "LIMIT 1", [org]).fetchall()
+    return _precision(conn, org, threshold[0][0] if threshold else None)
 
 
 def _precision(conn: duckdb.DuckDBPyConnection, org: str, threshold: float | None) -> pa.Table:

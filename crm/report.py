@@ -146,7 +146,7 @@ LIMIT {int(limit)}""", [org, status])
 
 
 def _duplicate_sets(conn: duckdb.DuckDBPyConnection, limit: int, org: str) -> dict[str, Any]:
-    total = conn.execute(f"SELECT count(DISTINCT duplicate_set_id) FROM {RESULT_TABLE} WHERE org = ?", [org]).fetchone()[0]
+    total = conn.execute(f"SELECT count(DISTINCT duplicate_set_id) FROM {RESULT_TABLE} WHERE org = ?", [org]).fetchall()[0][0]
     rows = _rows(conn, f"""
 SELECT duplicate_set_id, any_value(suggested_master) AS suggested_master, any_value(master_reason) AS master_reason,
        list({{'crm_id': crm_id, 'name': crm_name, 'email': crm_email, 'status': status}} ORDER BY crm_id) AS members
@@ -159,7 +159,7 @@ def _plan(conn: duckdb.DuckDBPyConnection, limit: int, org: str) -> dict[str, An
     """What `--apply` would do with this result (the stored plan): creates, updates, and the KOLs left for review."""
     create_total, update_total, update_records = conn.execute(f"""
 SELECT count(DISTINCT kol_id) FILTER (WHERE action = 'create'), count(*) FILTER (WHERE action = 'update'),
-       count(DISTINCT crm_id) FILTER (WHERE action = 'update') FROM {PLAN_TABLE} WHERE org = ?""", [org]).fetchone()
+       count(DISTINCT crm_id) FILTER (WHERE action = 'update') FROM {PLAN_TABLE} WHERE org = ?""", [org]).fetchall()[0]
     creates = _rows(conn, f"""
 SELECT kol_id, map_from_entries(list({{'k': field, 'v': new_value}})) AS f FROM {PLAN_TABLE}
 WHERE org = ? AND action = 'create' AND kol_id IN (SELECT DISTINCT kol_id FROM {PLAN_TABLE} WHERE org = ? AND

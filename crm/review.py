@@ -89,9 +89,9 @@ def pair_score(conn: duckdb.DuckDBPyConnection, kol_id: str, crm_id: str, org: s
     row = conn.execute(f"""
 SELECT coalesce(max(match_score) FILTER (WHERE crm_id = ?),
                 max(list_filter(from_json(candidates, '[{{"crm_id":"VARCHAR","score":"DOUBLE"}}]'),
-                                c -> c.crm_id = ?)[1].score))
-FROM {RESULT_TABLE} WHERE org = ? AND kol_id = ?""", [crm_id, crm_id, org, kol_id]).fetchone()
-    return row[0] if row else None
+                                lambda c: c.crm_id = ?)[1].score))
+FROM {RESULT_TABLE} WHERE org = ? AND kol_id = ?""", [crm_id, crm_id, org, kol_id]).fetchall()
+    return row[0][0] if row else None
 
 
 def audit_row(action: str, mode: str, kol_id: str, crm_id: str, old: str | None = None, new: str | None = None,

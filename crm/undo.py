@@ -58,11 +58,12 @@ def audit_row(conn: duckdb.DuckDBPyConnection, org: str, audit_id: str) -> tuple
     ensure_tables(conn)
     cursor = conn.execute(f"SELECT * FROM {AUDIT_TABLE} WHERE org = ? AND audit_id = ?", [org, audit_id])
     names = [d[0] for d in cursor.description]
-    found = cursor.fetchone()
-    if found is None:
+    found = cursor.fetchall()
+    if not found:
         return None, None
+    found = found[0]
     undone = conn.execute(f"SELECT any_value(audit_id) FROM {AUDIT_TABLE} WHERE org = ? AND undoes = ? AND action = 'undo' "
-                          "AND mode = 'applied'", [org, audit_id]).fetchone()[0]
+                          "AND mode = 'applied'", [org, audit_id]).fetchall()[0][0]
     return dict(zip(names, found)), undone
 
 
@@ -73,4 +74,4 @@ def erase_kol(conn: duckdb.DuckDBPyConnection, org: str, kol_id: str, now: datet
     ensure_tables(conn)
     return conn.execute(f"""UPDATE {AUDIT_TABLE} SET old_value = NULL, new_value = NULL, crm_value_after = NULL,
        error = CASE WHEN error IS NULL THEN NULL ELSE 'erased' END, erased_at = ?
-WHERE org = ? AND kol_id = ? AND erased_at IS NULL""", [now or datetime.now(UTC), org, kol_id]).fetchone()[0]
+WHERE org = ? AND kol_id = ? AND erased_at IS NULL""", [now or datetime.now(UTC), org, kol_id]).fetchall()[0][0]
