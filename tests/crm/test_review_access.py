@@ -1,0 +1,109 @@
+"""Who may drive the review page, over HTTP (no browser): the launch token, sign-in beyond loopback, the Host
+check, CSRF on every form, the security headers; and `commops review` refusing to serve beyond loopback
+without a password."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from crm.review_page.access import COOKIE, CSP
+from crm.review_page.server import ReviewServer, page_config
+from crm.review_page.settings import ReviewSettings, local_user
+
+
+def serve(tmp_path, **settings) -> ReviewServer:
+    return ReviewServer(page_config("127.0.0.1", tmp_path, settings=ReviewSettings(**settings))).start()
+
+
+@pytest.fixture
+def page(tmp_path) -> Iterator[ReviewServer]:
+    server = serve(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def signing_in(tmp_path) -> Iterator[ReviewServer]:
+    server = serve(tmp_path, password="s3cret-admin", users="maria=pw-of-maria")
+    yield server
+    server.stop()
+
+
+def csrf_of(html: str) -> str:
+    return html.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+
+
+def test_the_launch_token_opens_a_strict_http_only_session_and_nothing_else_does(page):
+    with httpx.Client(base_url=page.url) as client:
+        assert client.get("/").status_code == 401
+        assert client.get("/login?token=not-the-token").status_code == 401
+        opened = client.get("/login", params={"token": page.config.access.token})
+        assert opened.status_code == 303 and opened.headers["location"] == "/"
+        cookie = opened.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie and "path=/" in cookie
+        home = client.get("/")
+        assert home.status_code == 200 and "run `commops sync`" in home.text  # an empty data directory
+        assert local_user() in home.text
+
+
+def test_a_host_header_naming_another_site_is_refused(page):
+    token = page.config.access.token
+    rebound = httpx.get(f"{page.url}/login?token={token}", headers={"host": f"evil.example:{page.port}"})
+    assert rebound.status_code == 421 and "set-cookie" not in rebound.headers
+    for host in (f"127.0.0.1:{page.port}", f"localhost:{page.port}"):
+        assert httpx.get(f"{page.url}/login?token={token}", headers={"host": host}).status_code == 303
+
+
+def test_every_answer_carries_the_security_headers(page):
+    for path in ("/", "/login", "/static/review.css", "/nowhere"):
+        headers = httpx.get(page.url + path).headers
+        assert headers["content-security-policy"] == CSP, path
+        assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
+    assert "'unsafe-inline'" not in CSP and "script-src 'self'" in CSP
+
+
+def test_a_post_without_the_sessions_csrf_token_gets_403(page):
+    with httpx.Client(base_url=page.url) as client:
+        client.get("/login", params={"token": page.config.access.token})
+        assert client.post("/logout", data={}).status_code == 403
+        assert client.post("/logout", data={"csrf": "x" * 43}).status_code == 403
+        assert client.get("/").status_code == 200  # still signed in: the forged sign-out did nothing
+        assert httpx.post(page.url + "/logout", data={}).status_code == 403  # no session at all
+
+
+def test_users_sign_in_by_name_and_password_where_a_password_is_set(signing_in):
+    with httpx.Client(base_url=signing_in.url) as client:
+        assert client.get("/").headers["location"] == "/login"
+        assert client.get("/login", params={"token": signing_in.config.access.token}).status_code == 200  # no token here
+        form = client.get("/login")
+        assert client.post("/login", data={"user": "maria", "password": "pw-of-maria"}).status_code == 403  # no CSRF
+        wrong = client.post("/login", data={"csrf": csrf_of(form.text), "user": "maria", "password": "s3cret-admin"})
+        assert wrong.status_code == 401 and "Wrong name or password" in wrong.text
+        signed = client.post("/login", data={"csrf": csrf_of(wrong.text), "user": "maria", "password": "pw-of-maria"})
+        assert signed.status_code == 303 and signed.cookies[COOKIE] != form.cookies[COOKIE]  # a new session id
+        assert "maria" in client.get("/").text
+
+
+def test_commops_review_refuses_to_serve_beyond_loopback_without_a_password(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMMOPS_REVIEW_")}
+    refused = subprocess.run([sys.executable, "-m", "commops_cli", "review", "--host", "0.0.0.0", "--port", "0",
+                              "--data-dir", str(tmp_path / "data")], env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1
+    assert refused.stderr.startswith("commops review failed: bound to 0.0.0.0, beyond loopback, the page needs sign-in: "
+                                     "set COMMOPS_REVIEW_PASSWORD")
+    assert not (tmp_path / "data").exists()  # refused before anything was made
+
+
+def test_commops_review_rejects_a_malformed_user_list_in_one_line(tmp_path):
+    env = {**os.environ, "COMMOPS_REVIEW_USERS": "maria"}
+    refused = subprocess.run([sys.executable, "-m", "commops_cli", "review", "--port", "0", "--data-dir", str(tmp_path)],
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert "COMMOPS_REVIEW_USERS: each item is name=password" in refused.stderr
