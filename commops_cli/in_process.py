@@ -41,6 +41,15 @@ class Materialization:
 
 
 @dataclass(frozen=True)
+class CheckFailure:
+    """A check that did not pass: `blocking` ones (ERROR) stop their table's load and fail the run."""
+
+    check: str  # asset:check
+    blocking: bool
+    description: str  # one line; empty when the check gave none
+
+
+@dataclass(frozen=True)
 class JobRun:
     """A finished run, as the commands read it."""
 
@@ -49,6 +58,11 @@ class JobRun:
     duration_seconds: float
     materializations: list[Materialization]  # in the order they happened
     failed_checks: list[str]  # asset:check of every check that did not pass
+    check_failures: list[CheckFailure]  # the same, with whether each blocked and what it said
+
+    @property
+    def blocking_failures(self) -> list[CheckFailure]:
+        return [failure for failure in self.check_failures if failure.blocking]
 
     @property
     def success(self) -> bool:
@@ -80,6 +94,7 @@ class JobRunner:
         started = time.monotonic()
         result = execute_in_process(job, self.instance, run_config={**(run_config or {}), **QUIET_CONSOLE},
                                     partition_key=partition, tags=tags)
+        failures = [evaluation for evaluation in result.get_asset_check_evaluations() if not evaluation.passed]
         return JobRun(
             run_id=result.run_id,
             failure=None if result.success else failure_message(result),
@@ -88,8 +103,14 @@ class JobRunner:
                 Materialization(event.materialization.asset_key, plain_values(event.materialization.metadata))
                 for event in result.get_asset_materialization_events()
             ],
-            failed_checks=[f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
-                           for evaluation in result.get_asset_check_evaluations() if not evaluation.passed],
+            failed_checks=[f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}" for evaluation in failures],
+            check_failures=[
+                CheckFailure(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}",
+                             blocking=bool(evaluation.blocking)
+                             and evaluation.severity == dg.AssetCheckSeverity.ERROR,
+                             description=_one_line(evaluation.description or ""))
+                for evaluation in failures
+            ],
         )
 
 

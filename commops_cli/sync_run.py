@@ -26,7 +26,7 @@ from commops_cli.command_checks import prepare_data_dir
 from resources.commops_api import RequestStats
 from resources.files import LockHeld, holding_lock
 from pipelines.definitions import build_resources
-from commops_cli.in_process import JobRun, Materialization, job_runner
+from commops_cli.in_process import CheckFailure, JobRun, Materialization, job_runner
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.lake import LAKE_DIR
 from resources.orgs import DEFAULT_ORG, OrgRegistry
@@ -45,6 +45,10 @@ class _StderrHandler(logging.Handler):
 
 class SyncError(RuntimeError):
     """The sync failed; the message is one line saying why."""
+
+
+class BlockingChecksFailed(SyncError):
+    """A blocking data-quality check failed: its table was not loaded, the run failed."""
 
 
 @dataclass
@@ -68,6 +72,7 @@ class SyncSummary:
     org: str = DEFAULT_ORG
     assets: list[AssetSummary] = field(default_factory=list)
     failed_checks: list[str] = field(default_factory=list)
+    check_failures: list[CheckFailure] = field(default_factory=list)  # the failed checks: all warnings (it landed)
     duration_seconds: float = 0.0
 
     @property
@@ -157,7 +162,7 @@ def run_sync(
         with display, commops_notices():
             run = runner.run(NIGHTLY_SYNC, run_config=run_config, partition=org)
         if not run.success:
-            raise SyncError(run.failure)
+            raise (BlockingChecksFailed if run.blocking_failures else SyncError)(run.failure)
         snapshot_date = dates.run_snapshot_date(runner.instance, run.run_id)
     return _summarise(run, snapshot_date, settings.data_dir, org)
 
@@ -196,6 +201,7 @@ def _summarise(run: JobRun, snapshot_date: str, data: Path, org: str) -> SyncSum
         org=org,
         assets=[_asset_summary(m) for m in run.materializations],
         failed_checks=run.failed_checks,
+        check_failures=run.check_failures,
         duration_seconds=run.duration_seconds,
     )
 

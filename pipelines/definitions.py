@@ -67,6 +67,10 @@ def build_resources(
             base_url=settings.base_url,
             api_key_env=api_key_env,
             max_concurrency=max_concurrency,
+            timeout_seconds=settings.api_read_timeout_seconds,
+            connect_timeout_seconds=settings.api_connect_timeout_seconds,
+            request_deadline_seconds=settings.api_request_deadline_seconds,
+            unresponsive_seconds=settings.api_unresponsive_seconds,
         ),
         "orgs": OrgsResource(
             data_dir=data_dir,
