@@ -21,6 +21,7 @@ from dagster._core.execution.execute_in_process import merge_run_tags
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
+from alerts.runs import one_line as _one_line, root_cause
 from commops_cli.dagster_home import dagster_instance
 from file_modes import restrict_umask
 from pipelines.definitions import CODE_LOCATION, make_definitions
@@ -157,20 +158,7 @@ def failure_message(result: dg.ExecuteInProcessResult) -> str:
     errors = [event.step_failure_data.error for event in result.get_step_failure_events()]
     failure = result.get_run_failure_event()
     errors.append(getattr(failure.event_specific_data, "error", None) if failure is not None else None)
-    for error in errors:
-        while error is not None and error.cause is not None:
-            error = error.cause
-        if error is not None:
-            message = _one_line(error.message) or error.cls_name
-            qualified, _, rest = message.partition(": ")
-            return rest if rest and qualified.split(".")[-1] == error.cls_name else message
+    cause = root_cause(errors)
+    if cause:
+        return cause
     return failure.message if failure is not None else "the run failed (see the Dagster logs)"
-
-
-def _one_line(message: str) -> str:
-    """The message's first line; a first line that announces a list (ends with ':', e.g. Dagster's
-    "1 blocking asset check failed with ERROR severity:") takes the list along, joined by '; '."""
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    if not lines:
-        return ""
-    return f"{lines[0]} {'; '.join(lines[1:])}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]

@@ -19,6 +19,7 @@ from typing import Any
 
 import dagster as dg
 
+from alerts.commands import review_after_run
 from assets import snapshot_date as dates
 from assets.metadata import SyncStats
 from sync.progress import ProgressReporter
@@ -32,6 +33,7 @@ from resources.lake import LAKE_DIR
 from resources.orgs import DEFAULT_ORG, OrgRegistry
 from resources.settings import API_KEY_ENV, TIMEZONE_ENV, load_settings, require_api_key
 from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE
+from webhooks.inbox import inbox_location
 
 KOL_DETAILS_OP = "warehouse__kol_details"
 
@@ -161,6 +163,8 @@ def run_sync(
     with one_sync_per_org(settings.data_dir, org), job_runner(settings, resources, instance) as runner:
         with display, commops_notices():
             run = runner.run(NIGHTLY_SYNC, run_config=run_config, partition=org)
+            review_after_run(runner.instance, run.run_id, inbox_location(settings.data_dir),
+                             OrgRegistry(settings.data_dir).all(dict(os.environ)))
         if not run.success:
             raise (BlockingChecksFailed if run.blocking_failures else SyncError)(run.failure)
         snapshot_date = dates.run_snapshot_date(runner.instance, run.run_id)
