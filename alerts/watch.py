@@ -3,7 +3,9 @@
 - `review_run`: a finished run: a failure opens `run/<job>/<org>`, the next success resolves it; a blocking
   (ERROR) check that failed opens `check/<asset:check>/<org>`, the next pass resolves it;
 - `review_inbox`: per organization, quarantined events (`quarantined/<org>`) and an event pending longer
-  than COMMOPS_ALERT_BACKLOG_MINUTES (`backlog/<org>`), each resolved when it is gone.
+  than COMMOPS_ALERT_BACKLOG_MINUTES (`backlog/<org>`), each resolved when it is gone;
+- `review_freshness`: per organization and warehouse table, a missed deadline (`stale/<org>/<table>`,
+  alerts/freshness.py), resolved when the table is loaded again.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from alerts.alerter import Alerter
+from alerts.freshness import judge
 from alerts.runs import check_evaluations, failure_cause, run_org
 from commops_spec.timestamps import parse_timestamp
 from resources.orgs import Org
@@ -74,3 +77,14 @@ def org_name(organization_id: str | None, orgs: list[Org]) -> str:
     if len(orgs) == 1 and not orgs[0].organization_id:
         return orgs[0].name
     return UNKNOWN_ORG
+
+
+def review_freshness(instance: dg.DagsterInstance, orgs: list[Org], tables: list[str], timezone: str,
+                     alerter: Alerter, now: datetime | None = None) -> None:
+    for org in orgs:
+        for freshness in judge(instance, org.name, tables, timezone, now):
+            key = f"stale/{org.name}/{freshness.table}"
+            if freshness.stale:
+                alerter.alert(key, "stale", org.name, f"table {freshness.table}", freshness.describe())
+            elif freshness.as_of is not None:
+                alerter.recover(key, org.name, f"table {freshness.table}", freshness.describe())

@@ -29,7 +29,8 @@ import json
 import dagster as dg
 
 from alerts.alerter import opened_alerter
-from alerts.watch import review_inbox, review_run
+from alerts.status import TABLES
+from alerts.watch import review_freshness, review_inbox, review_run
 from assets.partitions import ORGS
 from assets.webhooks import APPLY_STEP, BATCH_LIMIT, event_ids_of, run_config
 from webhooks.organizations import route_events, unknown_organization
@@ -37,6 +38,7 @@ from pipelines.hooks import count_failure
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS, apply_webhook_events
 from resources.webhooks import InboxResource
 from resources.orgs import Org, OrgsResource
+from resources.settings import load_settings
 
 BATCH_TAG = "commops/event_batch"
 IN_FLIGHT = [
@@ -177,13 +179,15 @@ def alerts_run_success_sensor(context: dg.RunStatusSensorContext, inbox: InboxRe
     name="alerts_sensor",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Alerts on quarantined webhook events and an aged inbox backlog, per organization, once per "
-    "incident; delivers alerts a channel failed to take earlier.",
+    description="Alerts on quarantined webhook events, an aged inbox backlog and a missed freshness deadline, per "
+    "organization, once per incident; delivers alerts a channel failed to take earlier.",
 )
 def alerts_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource, orgs: OrgsResource) -> dg.SkipReason:
+    known = orgs.all()
     with opened_alerter(inbox.location) as alerter:
         with inbox.open() as box:
-            review_inbox(box, orgs.all(), alerter)
+            review_inbox(box, known, alerter)
+        review_freshness(context.instance, known, TABLES, load_settings().timezone, alerter)
         delivered, owed = alerter.deliver()
         open_now = len(alerter.store.open_incidents())
     return dg.SkipReason(f"{open_now} open incident(s); {delivered} message(s) delivered, {owed} still owed")
