@@ -42,7 +42,7 @@ class Alerter:
         alert = Alert(key, kind, org, subject, one_line(cause), now_iso(), run_id, self.settings.run_url(run_id))
         opened = self.store.open(alert, list(self.channels))
         if opened:
-            log.info(f"alert: {alert.line()}")
+            log.debug(f"alert: {alert.line()}")
         return opened
 
     def recover(self, key: str, org: str, subject: str, cause: str, run_id: str | None = None) -> bool:
@@ -51,7 +51,7 @@ class Alerter:
                          self.settings.run_url(run_id), resolved=True)
         resolved = self.store.resolve(key, recovery, list(self.channels))
         if resolved:
-            log.info(f"recovered: {recovery.line()}")
+            log.debug(f"recovered: {recovery.line()}")
         return resolved
 
     def deliver(self) -> tuple[int, int]:
