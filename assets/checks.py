@@ -3,6 +3,9 @@
 The checks sit beside their assets: each asset declares `check_specs(...)` and returns the
 results of `run_*_checks(...)` in its MaterializeResult. Every check is generated from the
 catalog entry (id prefix, required fields, enum columns, product references).
+
+A blocking check fails with ERROR severity: its table is not loaded and the run fails. Every other
+check warns (WARN): the run lands, and `commops sync` prints one line per failed one.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ REQUIRED = "required_fields_present"
 ENUMS = "enum_values_valid"
 PRODUCT_REFS = "product_ids_exist"
 SNAPSHOT_IN_TABLE = "snapshot_rows_in_table"
+WARN = dg.AssetCheckSeverity.WARN
 
 
 def snapshot_check_specs(spec: ResourceSpec, asset_key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
@@ -77,6 +81,7 @@ def run_snapshot_checks(
         dg.AssetCheckResult(
             check_name=REQUIRED,
             passed=not any(null_counts.values()),
+            severity=WARN,
             metadata={f"nulls_{column}": n for column, n in null_counts.items()},
         )
     )
@@ -93,6 +98,7 @@ def run_snapshot_checks(
             dg.AssetCheckResult(
                 check_name=ENUMS,
                 passed=not any(bad.values()),
+                severity=WARN,
                 metadata={f"invalid_{k}": v or "none" for k, v in bad.items()},
             )
         )
@@ -135,6 +141,7 @@ def _id_check(conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, relation: str
     return dg.AssetCheckResult(
         check_name=IDS,
         passed=duplicates == 0 and not unprefixed and not not_spec_ids,
+        severity=WARN if whole_ids else dg.AssetCheckSeverity.ERROR,
         metadata=metadata,
     )
 
@@ -150,10 +157,11 @@ def run_warehouse_checks(
         f"SELECT count(*) FROM {snapshot_relation} AS s ANTI JOIN {mine} AS t ON t.id = s.id",
     )
     results.append(
-        dg.AssetCheckResult(check_name=SNAPSHOT_IN_TABLE, passed=missing == 0, metadata={"missing_ids": missing})
+        dg.AssetCheckResult(check_name=SNAPSHOT_IN_TABLE, passed=missing == 0, severity=WARN,
+                            metadata={"missing_ids": missing})
     )
     if spec.product_refs and not _scalar(conn, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'products'"):
-        results.append(dg.AssetCheckResult(check_name=PRODUCT_REFS, passed=False,
+        results.append(dg.AssetCheckResult(check_name=PRODUCT_REFS, passed=False, severity=WARN,
                                            metadata={"reason": "table products does not exist yet: materialize warehouse/products"}))
     elif spec.product_refs:
         dangling_sql = (
@@ -165,6 +173,7 @@ def run_warehouse_checks(
             dg.AssetCheckResult(
                 check_name=PRODUCT_REFS,
                 passed=dangling == 0,
+                severity=WARN,
                 metadata={"unknown_product_ids": dangling, "sample": _sample(conn, dangling_sql) or "none"},
             )
         )

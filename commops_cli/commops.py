@@ -1,5 +1,6 @@
 """The `commops` command: `commops service ...` administers the local service,
-`commops sync` runs the nightly job in-process (`commops orgs` names the organizations it syncs), `commops demo` does both end to end,
+`commops sync` runs the nightly job in-process (`commops orgs` names the organizations it syncs), `commops status`
+shows each organization's state, `commops demo` does both end to end,
 `commops receiver run` receives webhooks into the inbox, `commops webhooks ...` manages them,
 `commops events apply` applies the inbox's pending events in-process, `commops reconcile` reconciles
 the KOLs with the CRM, `commops crm sandbox` serves a local Salesforce stand-in,
@@ -16,6 +17,7 @@ from commops_cli.crm import crm, reconcile
 from commops_cli.events import events
 from commops_cli.local import demo, ui
 from commops_cli.orgs import orgs
+from commops_cli.status import status
 from commops_cli.sync import sync
 from commops_cli.webhooks import webhooks
 from service.cli import service
@@ -53,6 +55,7 @@ def main() -> None:
 main.add_command(service)
 main.add_command(sync)
 main.add_command(orgs)
+main.add_command(status)
 main.add_command(demo)
 main.add_command(ui)
 main.add_command(receiver)

@@ -21,6 +21,7 @@ from dagster._core.execution.execute_in_process import merge_run_tags
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
+from alerts.runs import one_line as _one_line, root_cause
 from commops_cli.dagster_home import dagster_instance
 from file_modes import restrict_umask
 from pipelines.definitions import CODE_LOCATION, adopt_single_org_layout, make_definitions
@@ -41,6 +42,15 @@ class Materialization:
 
 
 @dataclass(frozen=True)
+class CheckFailure:
+    """A check that did not pass: `blocking` ones (ERROR) stop their table's load and fail the run."""
+
+    check: str  # asset:check
+    blocking: bool
+    description: str  # one line; empty when the check gave none
+
+
+@dataclass(frozen=True)
 class JobRun:
     """A finished run, as the commands read it."""
 
@@ -49,6 +59,11 @@ class JobRun:
     duration_seconds: float
     materializations: list[Materialization]  # in the order they happened
     failed_checks: list[str]  # asset:check of every check that did not pass
+    check_failures: list[CheckFailure]  # the same, with whether each blocked and what it said
+
+    @property
+    def blocking_failures(self) -> list[CheckFailure]:
+        return [failure for failure in self.check_failures if failure.blocking]
 
     @property
     def success(self) -> bool:
@@ -80,6 +95,7 @@ class JobRunner:
         started = time.monotonic()
         result = execute_in_process(job, self.instance, run_config={**(run_config or {}), **QUIET_CONSOLE},
                                     partition_key=partition, tags=tags)
+        failures = [evaluation for evaluation in result.get_asset_check_evaluations() if not evaluation.passed]
         return JobRun(
             run_id=result.run_id,
             failure=None if result.success else failure_message(result),
@@ -88,8 +104,14 @@ class JobRunner:
                 Materialization(event.materialization.asset_key, plain_values(event.materialization.metadata))
                 for event in result.get_asset_materialization_events()
             ],
-            failed_checks=[f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
-                           for evaluation in result.get_asset_check_evaluations() if not evaluation.passed],
+            failed_checks=[f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}" for evaluation in failures],
+            check_failures=[
+                CheckFailure(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}",
+                             blocking=bool(evaluation.blocking)
+                             and evaluation.severity == dg.AssetCheckSeverity.ERROR,
+                             description=_one_line(evaluation.description or ""))
+                for evaluation in failures
+            ],
         )
 
 
@@ -138,20 +160,7 @@ def failure_message(result: dg.ExecuteInProcessResult) -> str:
     errors = [event.step_failure_data.error for event in result.get_step_failure_events()]
     failure = result.get_run_failure_event()
     errors.append(getattr(failure.event_specific_data, "error", None) if failure is not None else None)
-    for error in errors:
-        while error is not None and error.cause is not None:
-            error = error.cause
-        if error is not None:
-            message = _one_line(error.message) or error.cls_name
-            qualified, _, rest = message.partition(": ")
-            return rest if rest and qualified.split(".")[-1] == error.cls_name else message
+    cause = root_cause(errors)
+    if cause:
+        return cause
     return failure.message if failure is not None else "the run failed (see the Dagster logs)"
-
-
-def _one_line(message: str) -> str:
-    """The message's first line; a first line that announces a list (ends with ':', e.g. Dagster's
-    "1 blocking asset check failed with ERROR severity:") takes the list along, joined by '; '."""
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    if not lines:
-        return ""
-    return f"{lines[0]} {'; '.join(lines[1:])}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]

@@ -11,9 +11,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from commops_cli import exit_codes
 from commops_cli.command_checks import fail
 from commops_cli.processes import peak_rss_mb
-from commops_cli.sync_run import SyncError, run_sync
+from commops_cli.run_deadline import DeadlineExpired, Duration, describe, run_deadline
+from commops_cli.sync_run import BlockingChecksFailed, SyncError, run_sync
 from commops_cli.sync_all import sync_all
 from resources.orgs import DEFAULT_ORG
 from resources.settings import API_KEY_ENV, SettingsError
@@ -72,18 +74,24 @@ def print_summary(summary, console: Console) -> None:
 @click.option("--data-dir", help="Where the lake and DuckDB files go (default: $COMMOPS_DATA_DIR or ./data).")
 @click.option("--enrich-limit", type=click.IntRange(min=0), help="KOL details fetched at most this run (default: $COMMOPS_ENRICH_DETAILS_LIMIT or 5000; 0 skips).")
 @click.option("--no-progress", is_flag=True, help="No progress bars (also off when stderr is not a terminal).")
+@click.option("--timeout", type=Duration(), default=None,
+              help="Stop the run if it has not ended after this long (90s, 45m, 2h); exit 124.")
 @click.option("--summary-json", type=click.Path(dir_okay=False), hidden=True, help="Also write the summary as JSON here.")
 def sync(org, all_orgs, max_parallel, snapshot_date, base_url, api_key_env, data_dir, enrich_limit, no_progress,
-         summary_json) -> None:
+         timeout, summary_json) -> None:
     """Run the nightly sync now, in this process: API -> Parquet lake -> DuckDB warehouse -> analytics.duckdb.
-    With --all, every organization, up to --max-parallel at once, each in its own process."""
+    With --all, every organization, up to --max-parallel at once, each in its own process.
+
+    Exit codes: 0 landed, 1 failed, 2 usage error, 3 a blocking check failed, 124 --timeout expired,
+    130 interrupted (docs/operators.md)."""
     if all_orgs and org:
-        fail("sync", "--org and --all exclude each other: one organization, or every one", 2)
+        fail("sync", "--org and --all exclude each other: one organization, or every one", exit_codes.USAGE)
     if all_orgs:
         sys.exit(sync_all(max_parallel, snapshot_date=snapshot_date, base_url=base_url, api_key_env=api_key_env,
-                          data_dir=data_dir, enrich_limit=enrich_limit, summary_json=summary_json))
+                          data_dir=data_dir, enrich_limit=enrich_limit, summary_json=summary_json, timeout=timeout))
     run_and_report(
         "sync",
+        timeout=timeout,
         snapshot_date=snapshot_date,
         base_url=base_url,
         api_key_env=api_key_env,
@@ -95,25 +103,35 @@ def sync(org, all_orgs, max_parallel, snapshot_date, base_url, api_key_env, data
     )
 
 
-def run_and_report(command: str, summary_json: str | None = None, **run_kwargs) -> None:
-    """Run the sync in-process and print its summary; on failure one line and exit 1 (2 when checks failed)."""
+def run_and_report(command: str, summary_json: str | None = None, timeout: float | None = None, **run_kwargs) -> None:
+    """Run the sync in-process and print its summary; on failure one line and its exit code (exit_codes):
+    1 failed, 3 a blocking check failed, 124 `timeout` expired, 130 interrupted. Checks that only warn
+    print one line each and the run exits 0: it landed."""
     console = Console(width=None if sys.stdout.isatty() else 160)
+    org = run_kwargs.get("org", DEFAULT_ORG)
+    where = "" if org == DEFAULT_ORG else f" ({org})"
     try:
-        summary = run_sync(**run_kwargs)
-    except (SettingsError, SyncError) as error:
-        org = run_kwargs.get("org", DEFAULT_ORG)
-        where = "" if org == DEFAULT_ORG else f" ({org})"
+        with run_deadline(timeout):
+            summary = run_sync(**run_kwargs)
+    except BlockingChecksFailed as error:
         click.echo(f"commops {command} failed{where}: {error}", err=True)
-        sys.exit(1)
+        sys.exit(exit_codes.BLOCKING_CHECKS_FAILED)
+    except (SettingsError, SyncError) as error:
+        click.echo(f"commops {command} failed{where}: {error}", err=True)
+        sys.exit(exit_codes.FAILED)
+    except DeadlineExpired:
+        click.echo(f"commops {command} failed{where}: --timeout {describe(timeout)} expired; the run was stopped "
+                   "and no partial snapshot was published", err=True)
+        sys.exit(exit_codes.TIMED_OUT)
     except KeyboardInterrupt:
         click.echo(f"commops {command} interrupted: no partial snapshot was published", err=True)
-        sys.exit(130)
+        sys.exit(exit_codes.INTERRUPTED)
     print_summary(summary, console)
     if summary_json:
         Path(summary_json).write_text(json.dumps(summary_record(summary)))
-    if summary.failed_checks:
-        click.echo(f"commops {command}: {len(summary.failed_checks)} data-quality check(s) failed", err=True)
-        sys.exit(2)
+    for failure in summary.check_failures:  # landed: these only warn
+        click.echo(f"commops {command}{where}: WARN check {failure.check} failed"
+                   + (f": {failure.description}" if failure.description else ""), err=True)
 
 
 def summary_record(summary) -> dict:

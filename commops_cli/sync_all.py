@@ -1,7 +1,7 @@
 """`commops sync --all`: every organization, each synced by its own `commops sync --org NAME` process,
 at most `max_parallel` at once. Each has its own API client and rate budget and fails alone: the
 others land. One line per organization as it ends, then a table; exit 0 when all landed, 1 when one
-failed, 2 when only data-quality checks failed."""
+failed, 124 when one ran out of `--timeout` (and none failed otherwise), 3 when only blocking checks failed."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from commops_cli import exit_codes
 from commops_cli.command_checks import fail
 from resources.orgs import OrgRegistry, default_org
 from resources.settings import SettingsError, load_settings
@@ -34,7 +35,10 @@ class OrgOutcome:
 
 
 def sync_all(max_parallel: int, *, snapshot_date: str | None, base_url: str | None, api_key_env: str,
-             data_dir: str | None, enrich_limit: int | None, summary_json: str | None = None) -> int:
+             data_dir: str | None, enrich_limit: int | None, summary_json: str | None = None,
+             timeout: float | None = None) -> int:
+    """`timeout` bounds the whole command: each organization's process gets what is left of it."""
+    deadline = time.monotonic() + timeout if timeout else None
     try:
         settings = load_settings(base_url=base_url, data_dir=data_dir)
         default = functools.partial(default_org, settings.base_url, api_key_env)
@@ -51,20 +55,27 @@ def sync_all(max_parallel: int, *, snapshot_date: str | None, base_url: str | No
     options += ["--enrich-limit", str(enrich_limit)] if enrich_limit is not None else []
     with tempfile.TemporaryDirectory(prefix="commops-sync-all-") as scratch, \
             ThreadPoolExecutor(max_workers=max_parallel) as pool:
-        outcomes = list(pool.map(lambda org: _sync_one(org, options, Path(scratch)), orgs))
+        outcomes = list(pool.map(lambda org: _sync_one(org, options, Path(scratch), deadline), orgs))
     _print_table(outcomes)
     if summary_json:
         Path(summary_json).write_text(json.dumps([o.record or {"org": o.org, "error": o.line} for o in outcomes]))
-    failed = [o for o in outcomes if o.exit_code not in (0, 2)]
+    failed = [o for o in outcomes if o.exit_code != exit_codes.LANDED]
     if failed:
         click.echo(f"commops sync --all: {len(failed)} of {len(outcomes)} organization(s) failed: "
                    + ", ".join(o.org for o in failed), err=True)
-        return 1
-    return 2 if any(o.exit_code == 2 for o in outcomes) else 0
+    codes = {o.exit_code for o in failed}
+    if codes - {exit_codes.TIMED_OUT, exit_codes.BLOCKING_CHECKS_FAILED}:
+        return exit_codes.FAILED
+    for code in (exit_codes.TIMED_OUT, exit_codes.BLOCKING_CHECKS_FAILED):
+        if code in codes:
+            return code
+    return exit_codes.LANDED
 
 
-def _sync_one(org: str, options: list[str], scratch: Path) -> OrgOutcome:
+def _sync_one(org: str, options: list[str], scratch: Path, deadline: float | None) -> OrgOutcome:
     record_path = scratch / f"{org}.json"
+    if deadline is not None:
+        options = [*options, "--timeout", f"{max(deadline - time.monotonic(), 0.1):.1f}"]
     command = [sys.executable, "-m", "commops_cli", "sync", "--org", org, "--no-progress",
                "--summary-json", str(record_path), *options]
     started = time.monotonic()
@@ -87,7 +98,7 @@ def _print_table(outcomes: list[OrgOutcome]) -> None:
         table.add_column(column, justify="left" if column in ("organization", "result") else "right")
     for o in outcomes:
         rows = (o.record or {}).get("rows", {})
-        result = {0: "landed", 2: "landed, checks failed"}.get(o.exit_code, o.line)
+        result = "landed" if o.exit_code == exit_codes.LANDED else o.line
         table.add_row(o.org, result, *(f"{rows[f'warehouse/{t}']:,}" if rows.get(f"warehouse/{t}") is not None else "-"
                                        for t in ("kols", "campaigns", "products", "signals")), f"{o.seconds:.1f}",
                       f"{o.record['peak_rss_mb']:.0f}" if o.record else "-")

@@ -20,6 +20,7 @@ from typing import Any
 
 import dagster as dg
 
+from alerts.commands import review_after_run
 from assets import snapshot_date as dates
 from assets.metadata import SyncStats
 from sync.progress import ProgressReporter
@@ -27,12 +28,13 @@ from commops_cli.command_checks import prepare_data_dir
 from resources.commops_api import RequestStats
 from resources.files import LockHeld, holding_lock
 from pipelines.definitions import build_resources
-from commops_cli.in_process import JobRun, Materialization, job_runner
+from commops_cli.in_process import CheckFailure, JobRun, Materialization, job_runner
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.lake import LAKE_DIR
 from resources.orgs import DEFAULT_ORG, OrgRegistry, default_org
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, TIMEZONE_ENV, load_settings, not_set
 from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE
+from resources.inbox import inbox_location
 
 KOL_DETAILS_OP = "warehouse__kol_details"
 
@@ -46,6 +48,10 @@ class _StderrHandler(logging.Handler):
 
 class SyncError(RuntimeError):
     """The sync failed; the message is one line saying why."""
+
+
+class BlockingChecksFailed(SyncError):
+    """A blocking data-quality check failed: its table was not loaded, the run failed."""
 
 
 @dataclass
@@ -69,6 +75,7 @@ class SyncSummary:
     org: str = DEFAULT_ORG
     assets: list[AssetSummary] = field(default_factory=list)
     failed_checks: list[str] = field(default_factory=list)
+    check_failures: list[CheckFailure] = field(default_factory=list)  # the failed checks: all warnings (it landed)
     duration_seconds: float = 0.0
 
     @property
@@ -153,8 +160,10 @@ def run_sync(
     with one_sync_per_org(settings.data_dir, org), job_runner(settings, resources, instance) as runner:
         with display, commops_notices():
             run = runner.run(NIGHTLY_SYNC, run_config=run_config, partition=org)
+            review_after_run(runner.instance, run.run_id, inbox_location(settings.data_dir),
+                             OrgRegistry(settings.data_dir).all(dict(os.environ)))
         if not run.success:
-            raise SyncError(run.failure)
+            raise (BlockingChecksFailed if run.blocking_failures else SyncError)(run.failure)
         snapshot_date = dates.run_snapshot_date(runner.instance, run.run_id)
     return _summarise(run, snapshot_date, settings.data_dir, org)
 
@@ -193,6 +202,7 @@ def _summarise(run: JobRun, snapshot_date: str, data: Path, org: str) -> SyncSum
         org=org,
         assets=[_asset_summary(m) for m in run.materializations],
         failed_checks=run.failed_checks,
+        check_failures=run.check_failures,
         duration_seconds=run.duration_seconds,
     )
 

@@ -62,7 +62,13 @@ def build_resources(
     The CRM is `crm` when given, else the one SALESFORCE_* / COMMOPS_CRM_CSV configure (if any)."""
     data_dir = str(settings.data_dir)
     return {
-        "api": CommopsApiResource(max_concurrency=max_concurrency),
+        "api": CommopsApiResource(
+            max_concurrency=max_concurrency,
+            timeout_seconds=settings.api_read_timeout_seconds,
+            connect_timeout_seconds=settings.api_connect_timeout_seconds,
+            request_deadline_seconds=settings.api_request_deadline_seconds,
+            unresponsive_seconds=settings.api_unresponsive_seconds,
+        ),
         "orgs": OrgsResource(
             data_dir=data_dir,
             url=dg.EnvVar(ORGS_URL_ENV) if os.environ.get(ORGS_URL_ENV) else None,

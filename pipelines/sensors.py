@@ -28,6 +28,9 @@ import json
 
 import dagster as dg
 
+from alerts.alerter import opened_alerter
+from alerts.status import TABLES
+from alerts.watch import review_freshness, review_inbox, review_run
 from assets.partitions import ORGS
 from assets.webhooks import APPLY_STEP, BATCH_LIMIT, event_ids_of, run_config
 from webhooks.organizations import route_events, unknown_organization
@@ -35,6 +38,7 @@ from pipelines.hooks import count_failure
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS, apply_webhook_events
 from resources.webhooks import InboxResource
 from resources.orgs import Org, OrgsResource
+from resources.settings import load_settings
 
 BATCH_TAG = "commops/event_batch"
 IN_FLIGHT = [
@@ -142,4 +146,52 @@ def webhook_events_failure_sensor(context: dg.RunFailureSensorContext, inbox: In
     count_failure(inbox, context.dagster_run, f"run failed: {message[0][:400] if message else 'no message'}", context.log)
 
 
-SENSORS = [webhook_events_sensor, webhook_events_failure_sensor, orgs_sensor]
+def _review(context: dg.RunStatusSensorContext, inbox: InboxResource) -> None:
+    with opened_alerter(inbox.location) as alerter:
+        review_run(context.instance, context.dagster_run, alerter)
+        alerter.deliver()
+
+
+@dg.run_failure_sensor(
+    name="alerts_run_failure_sensor",
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Alerts on a failed run of any job, and on its failed blocking checks, once per incident "
+    "(the store `commops sync` shares: docs/operators.md).",
+)
+def alerts_run_failure_sensor(context: dg.RunFailureSensorContext, inbox: InboxResource) -> None:
+    _review(context, inbox)
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    name="alerts_run_success_sensor",
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Sends the recovery notice of an open incident when the next run of its job succeeds, "
+    "or its check passes.",
+)
+def alerts_run_success_sensor(context: dg.RunStatusSensorContext, inbox: InboxResource) -> None:
+    _review(context, inbox)
+
+
+@dg.sensor(
+    name="alerts_sensor",
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Alerts on quarantined webhook events, an aged inbox backlog and a missed freshness deadline, per "
+    "organization, once per incident; delivers alerts a channel failed to take earlier.",
+)
+def alerts_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource, orgs: OrgsResource) -> dg.SkipReason:
+    known = orgs.all()
+    with opened_alerter(inbox.location) as alerter:
+        with inbox.open() as box:
+            review_inbox(box, known, alerter)
+        review_freshness(context.instance, known, TABLES, load_settings().timezone, alerter)
+        delivered, owed = alerter.deliver()
+        open_now = len(alerter.store.open_incidents())
+    return dg.SkipReason(f"{open_now} open incident(s); {delivered} message(s) delivered, {owed} still owed")
+
+
+SENSORS = [webhook_events_sensor, webhook_events_failure_sensor, orgs_sensor, alerts_run_failure_sensor,
+           alerts_run_success_sensor, alerts_sensor]

@@ -11,7 +11,13 @@ from pydantic import Field, PrivateAttr
 from resources.arrow_memory import use_lean_memory_pool
 from resources.commops_api import ApiClient
 from resources.orgs import Org
-from resources.settings import SettingsError
+from resources.settings import (
+    CONNECT_TIMEOUT_SECONDS,
+    READ_TIMEOUT_SECONDS,
+    REQUEST_DEADLINE_SECONDS,
+    UNRESPONSIVE_SECONDS,
+    SettingsError,
+)
 
 
 class ReadAheadFetch(Protocol):
@@ -28,7 +34,12 @@ class CommopsApiResource(dg.ConfigurableResource):
     per_page: int = Field(default=100, description="Page size of list requests (the API's maximum is 100).")
     max_concurrency: int = Field(default=4, description="Requests in flight at once (worker threads and connections).")
     max_requests_per_run: int = Field(default=100_000, description="Cap on HTTP requests per run, retries included.")
-    timeout_seconds: float = Field(default=30.0, description="Timeout of each request (connect capped at 10 s).")
+    timeout_seconds: float = Field(default=READ_TIMEOUT_SECONDS, description="Seconds one read of a response may wait for data.")
+    connect_timeout_seconds: float = Field(default=CONNECT_TIMEOUT_SECONDS, description="Seconds to connect.")
+    request_deadline_seconds: float = Field(default=REQUEST_DEADLINE_SECONDS,
+                                            description="Seconds one request may take, from sending to its last byte.")
+    unresponsive_seconds: float = Field(default=UNRESPONSIVE_SECONDS,
+                                        description="Seconds the API may answer no request before the run fails.")
     max_retries: int = Field(default=6, description="Retries of a request after 5xx, timeouts, dropped connections, broken bodies.")
 
     _clients: dict[str, ApiClient] = PrivateAttr(default_factory=dict)
@@ -73,6 +84,9 @@ class CommopsApiResource(dg.ConfigurableResource):
             max_concurrency=self.max_concurrency,
             max_requests=self.max_requests_per_run,
             timeout=self.timeout_seconds,
+            connect_timeout=self.connect_timeout_seconds,
+            request_deadline=self.request_deadline_seconds,
+            unresponsive_seconds=self.unresponsive_seconds,
             max_retries=self.max_retries,
             log=self._log,
         )

@@ -31,6 +31,13 @@ ALLOW_INSECURE_HTTP_ENV = "COMMOPS_ALLOW_INSECURE_HTTP"
 # The Iceberg tables (resources/iceberg.py): the catalog's URL, read only as a dg.EnvVar (it may hold a password).
 ICEBERG_CATALOG_URL_ENV = "COMMOPS_ICEBERG_CATALOG_URL"
 ICEBERG_WAREHOUSE_ENV = "COMMOPS_ICEBERG_WAREHOUSE"
+# The deadlines of every API request (COMMOPS_API_*_SECONDS): connecting, each read, one request from
+# sending to its last byte, and the API answering no request at all for so long (the sync then fails).
+CONNECT_TIMEOUT_SECONDS = 10.0
+READ_TIMEOUT_SECONDS = 30.0
+REQUEST_DEADLINE_SECONDS = 60.0
+UNRESPONSIVE_SECONDS = 120.0
+UNRESPONSIVE_ENV = "COMMOPS_API_UNRESPONSIVE_SECONDS"
 
 
 class SettingsError(RuntimeError):
@@ -61,6 +68,14 @@ class Settings(BaseSettings):
     lake_url: str | None = Field(default=None, description="s3://bucket/prefix: the lake on object storage.")
     iceberg_warehouse: str | None = Field(default=None, description="s3://bucket/prefix of the Iceberg tables' files.")
     iceberg_namespace: str = Field(default="commops", description="Iceberg namespace of the published tables.")
+    api_connect_timeout_seconds: float = Field(default=CONNECT_TIMEOUT_SECONDS, gt=0,
+                                               description="Seconds to connect to the API.")
+    api_read_timeout_seconds: float = Field(default=READ_TIMEOUT_SECONDS, gt=0,
+                                            description="Seconds one read of a response may wait for data.")
+    api_request_deadline_seconds: float = Field(default=REQUEST_DEADLINE_SECONDS, gt=0,
+                                                description="Seconds one request may take, sending to last byte.")
+    api_unresponsive_seconds: float = Field(default=UNRESPONSIVE_SECONDS, gt=0,
+                                            description="Seconds the API may answer no request before the sync fails.")
 
     @field_validator("timezone")
     @classmethod

@@ -5,18 +5,28 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import tenacity
 
 from commops_spec.constants import SCOPES, is_spec_id
-from resources.settings import API_KEY_ENV, BASE_URL_ENV
+from resources.settings import (
+    API_KEY_ENV,
+    BASE_URL_ENV,
+    CONNECT_TIMEOUT_SECONDS,
+    READ_TIMEOUT_SECONDS,
+    REQUEST_DEADLINE_SECONDS,
+    UNRESPONSIVE_ENV,
+    UNRESPONSIVE_SECONDS,
+)
 
 from ._errors import (
     ApiError,
@@ -31,6 +41,9 @@ from ._rate import RateBudget
 from ._stats import RequestStats
 
 _default_log = logging.getLogger("commops.api")
+# Retries and waits, one line each: `commops sync` prints this logger's lines on stderr (a log under cron
+# shows what the sync waits for); a Dagster run has them in its own log as well.
+_notices = logging.getLogger("commops.api.notices")
 
 # Waits on 429 for one request before giving up (each wait is Retry-After or the window reset).
 _MAX_RATE_LIMITED_WAITS = 20
@@ -41,6 +54,10 @@ _MAX_RATE_LIMITED_PAUSE_SECONDS = 900.0
 
 class _TransientError(Exception):
     """A failure worth retrying: 5xx, timeout, dropped connection, broken body."""
+
+
+class _RequestDeadline(Exception):
+    """A response still arriving at its request's overall deadline (a server sending a trickle)."""
 
 
 # A caller's decoder of list pages: the raw bodies of one or more pages -> per page (record batch of the
@@ -75,7 +92,10 @@ class ApiClient:
         per_page: int = 100,
         max_concurrency: int = 4,
         max_requests: int = 100_000,
-        timeout: float = 30.0,
+        timeout: float = READ_TIMEOUT_SECONDS,
+        connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+        request_deadline: float = REQUEST_DEADLINE_SECONDS,
+        unresponsive_seconds: float = UNRESPONSIVE_SECONDS,
         max_retries: int = 6,
         max_repair_passes: int = 5,
         backoff_initial: float = 0.25,
@@ -90,6 +110,7 @@ class ApiClient:
             raise ValueError(f"api_key is empty: set {api_key_env}")
         self._api_key_env = api_key_env  # named in messages: where the key came from
         self.base_url = base_url.rstrip("/")
+        self._host = urlsplit(self.base_url).netloc
         self.per_page = per_page
         self.max_concurrency = max_concurrency
         self.max_retries = max_retries
@@ -97,11 +118,17 @@ class ApiClient:
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._log = log if log is not None else _default_log
-        self._budget = RateBudget(max_requests)
+        self._budget = RateBudget(max_requests, on_wait=self._waiting_for_window)
+        self._read_timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._request_deadline = request_deadline
+        self._unresponsive_seconds = unresponsive_seconds
+        self._last_answer = 0.0  # time.monotonic() of the last answer to any request
+        self._unresponsive: str | None = None  # why the host was given up on: every later request fails so
         self._http = httpx.Client(
             base_url=self.base_url,
             headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
             # One connection per worker, plus one for calls made from the caller's own thread.
             limits=httpx.Limits(max_connections=max_concurrency + 1, max_keepalive_connections=max_concurrency + 1),
             follow_redirects=False,
@@ -323,17 +350,18 @@ class ApiClient:
             reraise=True,
         )
         try:
-            return retrying(self._attempt, path, params, raw)
+            return retrying(self._attempt, path, params, raw, time.monotonic())
         except _TransientError as error:
             raise ApiUnavailableError(
                 f"GET {self._url(path)} failed after {self.max_retries + 1} attempts: {error}"
             ) from None
 
-    def _attempt(self, path: str, params: Mapping[str, Any] | None, raw: bool = False) -> Any:
+    def _attempt(self, path: str, params: Mapping[str, Any] | None, raw: bool, since: float) -> Any:
+        """One request (`since`: when its first attempt began), waiting out 429s."""
         for _ in range(_MAX_RATE_LIMITED_WAITS + 1):
             self._budget.acquire()
             try:
-                response = self._http.get(path, params=_query(params))
+                response, elapsed = self._send(path, params, since)
             except httpx.UnsupportedProtocol as error:
                 self._budget.release(None)
                 raise ApiError(f"cannot call {self._url(path)}: {error}") from None
@@ -344,17 +372,19 @@ class ApiClient:
                         f"cannot connect to {self.base_url} ({error or 'connection refused'}): is the service "
                         "running, and is COMMOPS_BASE_URL right?"
                     ) from None
+                self._check_silence(path, since, error)
                 raise _TransientError(f"{type(error).__name__}: {error or 'no detail'}") from None
-            except (httpx.TransportError, httpx.DecodingError) as error:
+            except (httpx.TransportError, httpx.DecodingError, _RequestDeadline) as error:
                 self._budget.release(None)
-                raise _TransientError(f"{type(error).__name__}: {error or 'no detail'}") from None
+                self._check_silence(path, since, error)
+                raise _TransientError(_describe(error)) from None
             except BaseException:
                 self._budget.release(None)
                 raise
             self._reached = True
             if response.status_code != 429:
                 self._budget.release(response.headers)
-                return _Reply(self._interpret(response, raw), _server_date(response), response.elapsed.total_seconds())
+                return _Reply(self._interpret(response, raw), _server_date(response), elapsed)
             pause = self._budget.rate_limited(response.headers, max_pause=_MAX_RATE_LIMITED_PAUSE_SECONDS)
             if pause > _MAX_RATE_LIMITED_PAUSE_SECONDS:
                 raise ApiError(
@@ -363,10 +393,64 @@ class ApiClient:
                     status_code=429,
                     code=_error_fields(response)[0],
                 )
-            self._log.info(f"GET {_loggable(path, params)}: 429 rate limited, all requests pause {pause:.2f} s")
+            self._notice(f"GET {_loggable(path, params)}: 429 rate limited, all requests pause {pause:.2f} s", info=True)
         raise ApiUnavailableError(
             f"GET {self._url(path)} still rate limited (429) after {_MAX_RATE_LIMITED_WAITS} waits"
         )
+
+    def _send(self, path: str, params: Mapping[str, Any] | None, since: float) -> tuple[httpx.Response, float]:
+        """One GET read to its last byte within its deadlines: connect, each read, the whole request, and
+        what is left of the API's allowed silence. Returns the response (its body read) and its seconds."""
+        left = self._unresponsive_seconds - self._check_silence(path, since, None)
+        overall = min(self._request_deadline, left)
+        timeout = httpx.Timeout(min(self._read_timeout, overall), connect=min(self._connect_timeout, overall))
+        started = time.monotonic()
+        request = self._http.build_request("GET", path, params=_query(params), timeout=timeout)
+        response = self._http.send(request, stream=True)
+        try:
+            self._answered()
+            body = bytearray()
+            for chunk in response.iter_raw():  # the overall deadline, checked as each chunk arrives
+                body += chunk
+                if time.monotonic() - started > overall:
+                    raise _RequestDeadline(f"no complete answer within {overall:g} s")
+        finally:
+            response.close()
+        self._answered()
+        # The body as received (still compressed when it was), decoded as the response reads it.
+        whole = httpx.Response(response.status_code, headers=response.headers, content=bytes(body), request=request)
+        return whole, time.monotonic() - started
+
+    def _answered(self) -> None:
+        with self._lock:
+            self._last_answer = time.monotonic()
+
+    def _check_silence(self, path: str, since: float, error: BaseException | None) -> float:
+        """The seconds the request begun at `since` has waited with no answer from the API to any request;
+        ApiUnavailableError once that is the allowed silence: the run fails, naming the host and the
+        deadline, instead of waiting in silence."""
+        with self._lock:
+            silent = time.monotonic() - max(since, self._last_answer)
+            if self._unresponsive is None and silent >= self._unresponsive_seconds:
+                cause = f"; last: {_describe(error)}" if error is not None else ""
+                self._unresponsive = (
+                    f"{self._host} answered no request for {silent:.0f} s, the deadline "
+                    f"({UNRESPONSIVE_ENV}={self._unresponsive_seconds:g}{cause}): GET {self._url(path)} "
+                    "given up; is the service up?"
+                )
+            if self._unresponsive is not None:
+                raise ApiUnavailableError(self._unresponsive)
+        return silent
+
+    def _waiting_for_window(self, seconds: float) -> None:
+        self._notice(f"{self._host}: the rate window is used up; requests wait {seconds:.1f} s for it to reset",
+                     info=True)
+
+    def _notice(self, message: str, *, info: bool = False) -> None:
+        """One line to the run's log and to the notices `commops sync` prints."""
+        _notices.info(message)
+        if self._log is not _default_log:
+            (self._log.info if info else self._log.warning)(message)
 
     def _interpret(self, response: httpx.Response, raw: bool = False) -> Any:
         """A 2xx response's body (parsed, or `_Raw` bytes); an error response raised as its error."""
@@ -405,7 +489,7 @@ class ApiClient:
             self._retries += 1
         error = state.outcome.exception() if state.outcome else None
         delay = state.next_action.sleep if state.next_action else 0.0
-        self._log.warning(
+        self._notice(
             f"GET {_loggable(path, params)} attempt {state.attempt_number}/{self.max_retries + 1} failed ({error}); "
             f"retrying in {delay:.2f} s"
         )
@@ -419,6 +503,15 @@ class ApiClient:
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}/{path.lstrip('/')}"
+
+
+def _describe(error: BaseException) -> str:
+    """A transport failure in a few words; httpx's timeouts often carry no message."""
+    if isinstance(error, httpx.ConnectTimeout):
+        return "ConnectTimeout: no connection within the connect timeout"
+    if isinstance(error, httpx.ReadTimeout):
+        return "ReadTimeout: the server sent nothing within the read timeout"
+    return f"{type(error).__name__}: {error or 'no detail'}"
 
 
 def _server_date(response: httpx.Response) -> datetime | None:

@@ -32,8 +32,10 @@ class RateBudget:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        on_wait: Callable[[float], None] | None = None,
     ):
         self.max_requests = max_requests
+        self._on_wait = on_wait  # told the seconds of each wait for a window's reset (called with the lock held)
         self._clock = clock
         self._wall_clock = wall_clock
         self._cond = threading.Condition()
@@ -137,6 +139,8 @@ class RateBudget:
         if now >= self._reset_at:
             self._start_next_window()
             return False
+        if self._on_wait is not None and self._reset_at > self._throttled_until and self._reset_at - now >= 1.0:
+            self._on_wait(self._reset_at - now)
         self._throttle_until(self._reset_at, now)
         return False
 

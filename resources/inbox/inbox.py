@@ -329,6 +329,14 @@ class Inbox:
         names = ("total", "pending", "backing_off", "failing", "claimed", "quarantined", "applied", "unknown_event")
         return dict(zip(names, row, strict=True))
 
+    def by_organization(self) -> list[tuple[str | None, int, str | None, int, str | None]]:
+        """Per organization_id: (organization_id, pending, received_at of the oldest pending, quarantined,
+        received_at of the newest event), as the alerts and `commops status` judge the inbox."""
+        return [tuple(row) for row in self._store.read(
+            f"SELECT organization_id, count(*) FILTER (WHERE {OPEN}), min(received_at) FILTER (WHERE {OPEN}),"
+            " count(*) FILTER (WHERE applied_at IS NULL AND quarantined_at IS NOT NULL), max(received_at)"
+            " FROM {events} GROUP BY organization_id ORDER BY organization_id")]
+
     def close(self) -> None:
         """Close this thread's connection (others close when their thread's Inbox is collected)."""
         self._store.close()

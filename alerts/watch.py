@@ -1,0 +1,90 @@
+"""What the alerts judge, the same from the daemon's sensors and from the commands under cron:
+
+- `review_run`: a finished run: a failure opens `run/<job>/<org>`, the next success resolves it; a blocking
+  (ERROR) check that failed opens `check/<asset:check>/<org>`, the next pass resolves it;
+- `review_inbox`: per organization, quarantined events (`quarantined/<org>`) and an event pending longer
+  than COMMOPS_ALERT_BACKLOG_MINUTES (`backlog/<org>`), each resolved when it is gone;
+- `review_freshness`: per organization and warehouse table, a missed deadline (`stale/<org>/<table>`,
+  alerts/freshness.py), resolved when the table is loaded again.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from alerts.alerter import Alerter
+from alerts.freshness import judge
+from alerts.runs import check_evaluations, failure_cause, run_org
+from commops_spec.timestamps import parse_timestamp
+from resources.orgs import Org
+from resources.inbox import Inbox
+
+UNKNOWN_ORG = "unknown"  # events whose organization_id no registered organization has
+
+
+def review_run(instance: dg.DagsterInstance, run: dg.DagsterRun, alerter: Alerter) -> None:
+    org, job = run_org(run), run.job_name
+    if run.status == dg.DagsterRunStatus.FAILURE:
+        alerter.alert(f"run/{job}/{org}", "run_failed", org, f"job {job}", failure_cause(instance, run.run_id),
+                      run.run_id)
+    elif run.status == dg.DagsterRunStatus.SUCCESS:
+        alerter.recover(f"run/{job}/{org}", org, f"job {job}", f"run {run.run_id[:8]} succeeded", run.run_id)
+    for evaluation in check_evaluations(instance, run.run_id):
+        check = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+        key = f"check/{check}/{org}"
+        if evaluation.passed:
+            alerter.recover(key, org, f"check {check}", "passed", run.run_id)
+        elif evaluation.blocking and evaluation.severity == dg.AssetCheckSeverity.ERROR:
+            alerter.alert(key, "check_failed", org, f"check {check}",
+                          evaluation.description or "failed (blocking): the table was not loaded", run.run_id)
+
+
+def review_inbox(inbox: Inbox, orgs: list[Org], alerter: Alerter, now: datetime | None = None) -> None:
+    now = now or datetime.now(UTC)
+    backlog_minutes = alerter.settings.backlog_minutes
+    figures: dict[str, list] = {}
+    for organization_id, pending, oldest, quarantined, _newest in inbox.by_organization():
+        org = org_name(organization_id, orgs)
+        seen = figures.setdefault(org, [0, None, 0])
+        seen[0] += pending
+        seen[1] = min(filter(None, [seen[1], oldest]), default=None)
+        seen[2] += quarantined
+    for org in sorted({*figures, *(o.name for o in orgs)}):
+        pending, oldest, quarantined = figures.get(org, [0, None, 0])
+        if quarantined:
+            alerter.alert(f"quarantined/{org}", "quarantined", org, "inbox",
+                          f"{quarantined} webhook event(s) quarantined after failing: commops events status names "
+                          "them, commops events retry puts them back")
+        else:
+            alerter.recover(f"quarantined/{org}", org, "inbox", "no quarantined event left")
+        age = (now - parse_timestamp(oldest)).total_seconds() / 60 if oldest else 0.0
+        if age > backlog_minutes:
+            alerter.alert(f"backlog/{org}", "backlog", org, "inbox",
+                          f"{pending} webhook event(s) pending, the oldest for {age:.0f} min "
+                          f"(COMMOPS_ALERT_BACKLOG_MINUTES={backlog_minutes:g}): is webhook_events_sensor running? "
+                          "commops events apply applies them now")
+        else:
+            alerter.recover(f"backlog/{org}", org, "inbox", "no event pending too long")
+
+
+def org_name(organization_id: str | None, orgs: list[Org]) -> str:
+    """The registered organization an inbox event belongs to (webhooks/organizations.py's rule)."""
+    for org in orgs:
+        if org.organization_id and org.organization_id == organization_id:
+            return org.name
+    if len(orgs) == 1 and not orgs[0].organization_id:
+        return orgs[0].name
+    return UNKNOWN_ORG
+
+
+def review_freshness(instance: dg.DagsterInstance, orgs: list[Org], tables: list[str], timezone: str,
+                     alerter: Alerter, now: datetime | None = None) -> None:
+    for org in orgs:
+        for freshness in judge(instance, org.name, tables, timezone, now):
+            key = f"stale/{org.name}/{freshness.table}"
+            if freshness.stale:
+                alerter.alert(key, "stale", org.name, f"table {freshness.table}", freshness.describe())
+            elif freshness.as_of is not None:
+                alerter.recover(key, org.name, f"table {freshness.table}", freshness.describe())

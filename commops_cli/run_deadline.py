@@ -1,0 +1,57 @@
+"""`commops sync --timeout`: a deadline for a whole run. When it expires, the run is stopped as Ctrl-C
+stops it (`DeadlineExpired`, a KeyboardInterrupt raised in the main thread), so the same clean-up runs."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+class DeadlineExpired(KeyboardInterrupt):
+    """The run's --timeout expired."""
+
+
+class Duration(click.ParamType):
+    """Seconds, or a number with a unit: 90, 90s, 45m, 2h."""
+
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):  # type: ignore[override]
+        if isinstance(value, (int, float)):
+            return float(value)
+        found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
+        if found is None or float(found[1]) <= 0:
+            self.fail(f"{value!r} is not a duration (e.g. 90s, 45m, 2h)", param, ctx)
+        return float(found[1]) * _UNITS[found[2]]
+
+
+def describe(seconds: float) -> str:
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+@contextmanager
+def run_deadline(seconds: float | None) -> Iterator[None]:
+    """Within the block, DeadlineExpired is raised in the main thread `seconds` from now (None: never)."""
+    if not seconds:
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise DeadlineExpired()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -1,0 +1,118 @@
+"""Alerts without Dagster+: a failed nightly alerts once on every channel (Slack webhook, signed JSON
+webhook, email), naming the organization and the cause and never the key; the next success sends a recovery
+notice; the inbox's quarantined events and aged backlog alert once across sensor ticks; a channel answering
+500 fails nothing and its alert is delivered later. Against a local HTTP listener and an aiosmtpd server."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import dagster as dg
+from click.testing import CliRunner
+
+from commops_cli.commops import main
+from pipelines.sensors import alerts_sensor
+from resources.orgs import OrgsResource
+from resources.webhooks import InboxResource
+from tests.operators.listeners import alert_channels
+from tests.spec_server import SpecServer
+from resources.inbox import inbox_path, open_inbox
+from resources.inbox.envelope import parse_envelope
+from webhooks.signatures import sign
+
+SLACK, HOOK = "/slack/T0/B0/slack-url-secret", "/hook"
+
+
+def _sync(data_dir: Path, env: dict[str, str]):
+    clean = {k: None for k in os.environ if k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
+    return CliRunner().invoke(main, ["sync", "--data-dir", str(data_dir), "--enrich-limit", "0", "--no-progress"],
+                              env=clean | env, prog_name="commops")
+
+
+def test_a_revoked_key_alerts_once_per_channel_and_the_next_success_sends_a_recovery_notice(tmp_path):
+    with SpecServer(kols=3, campaigns=1, products=1, signals=1) as server, alert_channels() as (http, mailbox, env):
+        revoked = {**env, "COMMOPS_BASE_URL": server.base_url, "COMMOPS_API_KEY": "ck_revoked_key_4711"}
+        failed = _sync(tmp_path / "data", revoked)
+        failed_again = _sync(tmp_path / "data", revoked)  # the same incident: no second alert
+        after_failures = (len(http.on(SLACK)), len(http.on(HOOK)), len(mailbox.messages))
+        landed = _sync(tmp_path / "data", {**env, "COMMOPS_BASE_URL": server.base_url, "COMMOPS_API_KEY": server.api_key})
+
+    assert failed.exit_code == 1 and failed_again.exit_code == 1 and landed.exit_code == 0, landed.stderr
+    assert after_failures == (1, 1, 1)
+    [slack_alert, slack_recovery] = [request.json()["text"] for request in http.on(SLACK)]
+    assert slack_alert.startswith("commops ALERT · org default · job nightly_sync · API key rejected (401) by ")
+    assert "check COMMOPS_API_KEY" in slack_alert and " · http://dagster.example:3000/runs/" in slack_alert
+    assert slack_recovery.startswith("commops RECOVERED · org default · job nightly_sync · run ")
+
+    [hook_alert, hook_recovery] = http.on(HOOK)
+    for request in (hook_alert, hook_recovery):  # signed as the service signs its webhooks
+        assert request.headers["x-service-signature"] == sign("alert-signing-secret", request.body)
+        assert request.headers["webhook-id"].startswith("commops-alert-")
+    alert = hook_alert.json()
+    assert (alert["state"], alert["org"], alert["kind"], alert["subject"]) == ("ALERT", "default", "run_failed",
+                                                                              "job nightly_sync")
+    assert alert["cause"].startswith("API key rejected (401)") and alert["run_url"].endswith(alert["run_id"])
+    assert hook_recovery.json()["state"] == "RECOVERED"
+
+    [mail_alert, mail_recovery] = mailbox.messages
+    assert mail_alert["Subject"] == slack_alert[:250] and mail_alert["To"] == "oncall@example.org"
+    assert "cause: API key rejected (401)" in mail_alert.get_content()
+    assert mail_recovery["Subject"].startswith("commops RECOVERED · org default")
+
+    everything = " ".join([*(r.body.decode() for r in http.received), *(m.as_string() for m in mailbox.messages)])
+    assert "ck_revoked_key_4711" not in everything and server.api_key not in everything
+    assert "alert-signing-secret" not in everything and "slack-url-secret" not in everything
+
+
+def _event(event_id: str, kol_id: str) -> tuple[bytes, object]:
+    raw = json.dumps({"id": event_id, "event": "kol.updated", "created_at": "2026-11-28T01:00:00Z",
+                      "data": {"id": kol_id}}).encode()
+    return raw, parse_envelope(raw)
+
+
+def test_quarantined_events_and_an_aged_backlog_alert_once_across_ticks_even_past_a_failing_channel(tmp_path,
+                                                                                                   monkeypatch):
+    data_dir = tmp_path / "data"
+    with alert_channels() as (http, mailbox, env):
+        for name, value in {**env, "COMMOPS_ALERT_BACKLOG_MINUTES": "0.01"}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("COMMOPS_INBOX_URL", raising=False)
+        with open_inbox(data_dir) as inbox:
+            inbox.add_many([_event("wh_evt_bad", "kol_1"), _event("wh_evt_waiting", "kol_2")])
+            inbox.quarantine(["wh_evt_bad"], "refetch failed")
+        time.sleep(1.0)  # the pending event is now older than 0.6 s
+        resources = {"inbox": InboxResource(data_dir=str(data_dir)),
+                     "orgs": OrgsResource(data_dir=str(data_dir), default_base_url="http://127.0.0.1:9/v1")}
+
+        def tick() -> None:
+            with dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral(), resources=resources) as context:
+                alerts_sensor(context)
+
+        http.status = 500  # Slack and the webhook refuse: the ticks go on, the alerts stay owed
+        tick()
+        tick()
+        assert http.refused > 0 and http.received == []
+        http.status = 200
+        tick()
+        tick()
+        slack = [request.json()["text"] for request in http.on(SLACK)]
+        hooks = [request.json()["kind"] for request in http.on(HOOK)]
+        mails = [message["Subject"] for message in mailbox.messages]
+
+        with open_inbox(data_dir) as inbox:  # both fixed: the next tick sends the recovery notices
+            inbox.retry(["wh_evt_bad"])
+            inbox.mark_applied(["wh_evt_bad", "wh_evt_waiting"])
+        tick()
+        tick()
+        recovered = [request.json()["text"] for request in http.on(SLACK)][len(slack):]
+
+    assert len(slack) == 2 and sorted(hooks) == ["backlog", "quarantined"] and len(mails) == 2
+    [backlog] = [text for text in slack if "pending" in text]
+    [quarantined] = [text for text in slack if "quarantined" in text]
+    assert backlog.startswith("commops ALERT · org default · inbox · 1 webhook event(s) pending, the oldest for ")
+    assert quarantined.startswith("commops ALERT · org default · inbox · 1 webhook event(s) quarantined")
+    assert len(recovered) == 2 and all(text.startswith("commops RECOVERED · org default · inbox") for text in recovered)
+    assert inbox_path(data_dir).with_name("alerts.db").exists()  # the incidents, beside the inbox
