@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass
 
 import dagster as dg
-from pydantic import ValidationError
 
 from crm import review, writeback
 from crm.tables import DEFAULT_ORG
@@ -22,7 +21,7 @@ from crm.writeback import WritebackOutcome
 from pipelines.definitions import build_resources
 from pipelines.jobs import CRM_RECONCILIATION
 from commops_cli.in_process import job_runner
-from resources.crm import NOT_CONFIGURED, CrmSettings, build_crm_resource
+from resources.crm import CrmError, configured_crm_resource
 from resources.metadata_record import unreported
 from resources.settings import load_settings
 from resources.warehouse import WarehouseResource
@@ -42,14 +41,9 @@ class Reconciliation(ReconciliationResult):
 def crm_resource():
     """The configured CRM resource; a ReconcileError naming the variable when a setting is invalid or none is set."""
     try:
-        crm = build_crm_resource(CrmSettings())
-    except ValidationError as error:
-        problem = error.errors()[0]
-        name = str(problem["loc"][0]).upper()
-        raise ReconcileError(f"{name}={os.environ.get(name)!r}: {problem['msg']}") from None
-    if crm is None:
-        raise ReconcileError(NOT_CONFIGURED)
-    return crm
+        return configured_crm_resource()
+    except CrmError as error:
+        raise ReconcileError(str(error)) from None
 
 
 def run_reconciliation(

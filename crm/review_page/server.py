@@ -54,13 +54,12 @@ def page_config(host: str, data_dir: Any, crm: Any = None, crm_problem: str | No
 def configured_crm() -> tuple[Any, str | None]:
     """(the CRM resource of the environment, None), or (None, why not) where none is configured or a setting is
     wrong: the page then shows everything and refuses what writes to Salesforce."""
-    from commops_cli.crm_run import ReconcileError, crm_resource
-    from resources.crm.errors import CrmError
+    from resources.crm import CrmError, configured_crm_resource
     from resources.settings import SettingsError
 
     try:
-        return crm_resource(), None
-    except (ReconcileError, CrmError, SettingsError) as error:
+        return configured_crm_resource(), None
+    except (CrmError, SettingsError) as error:
         return None, str(error)
 
 

@@ -12,10 +12,17 @@ from resources.crm.base import WriteResult
 from resources.crm.csv_export import CrmCsvResource
 from resources.crm.errors import CrmError
 from resources.crm.mapping import CONTACT_SCHEMA, ContactMapping
-from resources.crm.settings import NOT_CONFIGURED, CrmSettings, NoCrmConfigured, build_crm_resource
+from resources.crm.settings import (
+    NOT_CONFIGURED,
+    CrmSettings,
+    NoCrmConfigured,
+    build_crm_resource,
+    configured_crm_resource,
+)
 
 __all__ = ["CONTACT_SCHEMA", "NOT_CONFIGURED", "ContactMapping", "CrmCsvResource", "CrmError", "CrmSettings",
-           "NoCrmConfigured", "SalesforceResource", "WriteResult", "build_crm_resource"]
+           "NoCrmConfigured", "SalesforceResource", "WriteResult", "build_crm_resource",
+           "configured_crm_resource"]
 
 
 def __getattr__(name: str):

@@ -95,3 +95,19 @@ def build_crm_resource(settings: CrmSettings | None = None) -> SalesforceResourc
         match_threshold=settings.commops_crm_match_threshold,
         **secrets,
     )
+
+
+def configured_crm_resource() -> SalesforceResource | CrmCsvResource:
+    """The CRM the environment configures; CrmError in one line naming the variable when a setting is invalid,
+    or saying what to set when none is."""
+    from pydantic import ValidationError
+
+    try:
+        crm = build_crm_resource(CrmSettings())
+    except ValidationError as error:
+        problem = error.errors()[0]
+        name = str(problem["loc"][0]).upper()
+        raise CrmError(f"{name}={os.environ.get(name)!r}: {problem['msg']}") from None
+    if crm is None:
+        raise CrmError(NOT_CONFIGURED)
+    return crm
