@@ -5,7 +5,6 @@ its deadline, failing checks, quarantined events and the inbox backlog; exit 1 w
 from __future__ import annotations
 
 import json
-import os
 import sys
 from datetime import UTC, datetime
 
@@ -32,7 +31,7 @@ def status(data_dir, as_json) -> None:
     """Each organization's state on one screen; exit 1 when anything is red."""
     try:
         settings = load_settings(data_dir=data_dir)
-        orgs = OrgRegistry(settings.data_dir).all(dict(os.environ))
+        orgs = OrgRegistry(settings.data_dir).all()
         location = inbox_location(settings.data_dir)
         with dagster_instance(settings) as instance:
             statuses = [org_status(instance, org.name, [job.name for job in JOBS], settings.timezone) for org in orgs]

@@ -161,7 +161,7 @@ def run_sync(
         with display, commops_notices():
             run = runner.run(NIGHTLY_SYNC, run_config=run_config, partition=org)
             review_after_run(runner.instance, run.run_id, inbox_location(settings.data_dir),
-                             OrgRegistry(settings.data_dir).all(dict(os.environ)))
+                             registry.all())
         if not run.success:
             raise (BlockingChecksFailed if run.blocking_failures else SyncError)(run.failure)
         snapshot_date = dates.run_snapshot_date(runner.instance, run.run_id)

@@ -40,7 +40,6 @@ deleted), or a lookup (KOLs: GET /v1/kols/{id}) answers 404. Without a lookup th
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence

@@ -40,7 +40,7 @@ def test_status_is_red_after_a_failed_night_green_after_a_landed_one_and_a_misse
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         settings = load_settings()
-        orgs = OrgRegistry(settings.data_dir).all(dict(os.environ))
+        orgs = OrgRegistry(settings.data_dir).all()
         later = datetime.now(UTC) + timedelta(days=2)  # two nightly runs missed since
         alerts_before = len(http.received)
         with dg.DagsterInstance.from_config(str(settings.dagster_home)) as instance, \
