@@ -18,7 +18,7 @@ from pydantic import Field
 
 from sync.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
 from assets.partitions import ORGS, partition_org
-from assets.metadata import SyncStats, catalog_reference, column_schema, markdown_preview
+from assets.metadata import SyncStats, catalog_reference, column_schema, markdown_profile
 from sync.progress import ProgressReporter
 from sync.records import RecordConverter
 from sync.schemas import FETCHED_AT
@@ -72,7 +72,7 @@ def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, or
 
 
 def _table_now(session: WarehouseSession, org: str) -> tuple[int, str]:
-    return session.count(KOL_DETAILS.table, org), markdown_preview(session.conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
+    return session.count(KOL_DETAILS.table, org), markdown_profile(session.conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
 
 
 @dg.asset(
@@ -137,7 +137,7 @@ def kol_details(
             **stats.as_metadata(),
             "details_skipped_bad_ids": len(found.bad_ids),
             "details_skipped_bad_ids_sample": dg.MetadataValue.json([item[:80] for item in found.bad_ids[:_SAMPLE]]),
-            "preview": dg.MetadataValue.md(preview),
+            "profile": dg.MetadataValue.md(preview),
         }
     )
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 from assets import checks
 from sync.catalog import BY_NAME, CATALOG, FETCH_ORDER, ResourceSpec
 from assets.partitions import ORGS, partition_org
-from assets.metadata import SyncStats, catalog_reference, column_schema, listing_metadata, markdown_preview
+from assets.metadata import SyncStats, catalog_reference, column_schema, listing_metadata, markdown_profile
 from sync.progress import ProgressReporter
 from sync.records import RecordConverter
 from sync.schemas import FETCHED_AT
@@ -143,7 +143,7 @@ def snapshot(
         report = listing.report
         rows = staged.finish(drop=listing.drop_ids, repeated_ids=bool(report.moved))
         check_results = checks.run_snapshot_checks(staged.conn, spec, staged.relation, report)
-        preview = markdown_preview(staged.conn, staged.relation, [f.name for f in spec.schema][:4])
+        preview = markdown_profile(staged.conn, staged.relation, [f.name for f in spec.schema][:4])
     handed = False
     if _blocking_checks_passed(spec, context.asset_key, check_results):
         handed = hand_merge_to_background(context, spec, lake, warehouse)
@@ -169,7 +169,7 @@ def snapshot(
             "read_ahead": fetch.read_ahead,
             "merge_handed_to_background": handed,
             "path": dg.MetadataValue.path(str(staged.published)),
-            "preview": dg.MetadataValue.md(preview),
+            "profile": dg.MetadataValue.md(preview),
         },
         check_results=check_results,
     )
