@@ -1,0 +1,52 @@
+"""The person a request is about, and how a stored row or text is recognised as theirs.
+
+A row holds the person when any of its values holds one of their KOL ids or email addresses as a whole
+token (`kol_ab` never matches `kol_abc`; emails compared lower-cased and trimmed). Names are not used:
+two physicians may share one, and every store that holds a name holds the id or the email beside it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ID_EDGE = r"A-Za-z0-9_\-"
+_EMAIL_EDGE = r"a-z0-9._%+\-"
+
+
+def normalize_email(address: str) -> str:
+    return address.strip().lower()
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The KOL ids and email addresses of one request (an email may belong to several KOLs)."""
+
+    kol_ids: tuple[str, ...] = ()
+    emails: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kol_ids", tuple(sorted(set(self.kol_ids))))
+        object.__setattr__(self, "emails", tuple(sorted({normalize_email(e) for e in self.emails if e and e.strip()})))
+
+    def with_(self, kol_ids: tuple[str, ...] = (), emails: tuple[str, ...] = ()) -> Subject:
+        return Subject(self.kol_ids + tuple(kol_ids), self.emails + tuple(emails))
+
+    @property
+    def empty(self) -> bool:
+        return not self.kol_ids and not self.emails
+
+    def pattern(self) -> str:
+        """A regular expression (RE2 and Python alike) matching the person in lower-cased text."""
+        parts = [rf"(^|[^{_ID_EDGE}]){re.escape(i.lower())}($|[^{_ID_EDGE}])" for i in self.kol_ids]
+        parts += [rf"(^|[^{_EMAIL_EDGE}]){re.escape(e)}($|[^{_EMAIL_EDGE}])" for e in self.emails]
+        return "|".join(parts) if parts else r"$^"
+
+    def matches(self, text: str) -> bool:
+        return re.search(self.pattern(), text.lower()) is not None
+
+    def duckdb_predicate(self, alias: str) -> str:
+        """A DuckDB condition true for the rows of `alias` (a table or read_parquet alias) holding the person."""
+        from resources.sql import sql_literal
+
+        return f"regexp_matches(lower(CAST({alias} AS VARCHAR)), {sql_literal(self.pattern())})"
