@@ -18,6 +18,7 @@ from pydantic import Field
 
 from sync.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
 from assets.partitions import ORGS, partition_org
+from privacy.suppression import Suppression
 from assets.metadata import SyncStats, catalog_reference, column_schema, markdown_profile
 from sync.progress import ProgressReporter
 from sync.records import RecordConverter
@@ -106,6 +107,9 @@ def kol_details(
     before = client.stats
     budget_left = max(0, api.max_requests_per_run - before.requests)
     found = _pending(warehouse, context, org, min(limit, budget_left))
+    suppression = Suppression.load(warehouse.data_dir)
+    kept = [kol_id for kol_id in found.ids if not suppression.suppressed(kol_id=kol_id)]
+    suppressed, found.ids = len(found.ids) - len(kept), kept  # erased people: never fetched again
     pending, rows, preview = found.count, found.rows, found.preview
     fetched, stopped_by = 0, None
     if found.ids:  # else nothing to fetch or write: the table as found is the result
@@ -134,6 +138,7 @@ def kol_details(
             **SyncStats(rows=rows, duration_seconds=time.monotonic() - started, details_fetched=fetched,
                         pending_remaining=remaining).as_metadata(),
             "pending_before": pending,
+            "suppressed": suppressed,
             **stats.as_metadata(),
             "details_skipped_bad_ids": len(found.bad_ids),
             "details_skipped_bad_ids_sample": dg.MetadataValue.json([item[:80] for item in found.bad_ids[:_SAMPLE]]),

@@ -22,6 +22,8 @@ from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
+
 from file_modes import private_dir, private_sqlite_file
 from privacy.subject import Subject, normalize_email
 from webhooks.inbox import INBOX_FILE
@@ -162,3 +164,54 @@ class Suppression:
             return False
         return bool((kol_id and keyed_hash(self.key, "kol", kol_id) in self.hashes)
                     or (email and email.strip() and keyed_hash(self.key, "email", email) in self.hashes))
+
+
+def drop_suppressed(batch: pa.RecordBatch, suppression: Suppression) -> tuple[pa.RecordBatch, int]:
+    """The batch without the rows of suppressed KOLs (by `id` and `email` where the batch has them)."""
+    if not suppression or batch.num_rows == 0:
+        return batch, 0
+    names = batch.schema.names
+    ids = batch.column("id").to_pylist() if "id" in names else [None] * batch.num_rows
+    emails = batch.column("email").to_pylist() if "email" in names else [None] * batch.num_rows
+    keep = [not suppression.suppressed(kol_id, email) for kol_id, email in zip(ids, emails, strict=True)]
+    dropped = keep.count(False)
+    return (batch.filter(pa.array(keep)) if dropped else batch), dropped
+
+
+def event_suppressed(data: object, suppression: Suppression) -> bool:
+    """Whether any string of a webhook event's data is a suppressed KOL id or email."""
+    if not suppression:
+        return False
+    if isinstance(data, dict):
+        return any(event_suppressed(value, suppression) for value in data.values())
+    if isinstance(data, list):
+        return any(event_suppressed(value, suppression) for value in data)
+    return isinstance(data, str) and suppression.suppressed(kol_id=data, email=data if "@" in data else None)
+
+
+class WatchedSuppression:
+    """The list of a long-running process (the receiver): read again whenever privacy.db changes, so an
+    erasure applies to events arriving after it without a restart. Fails closed as `Suppression.load`."""
+
+    def __init__(self, data_dir: str | Path) -> None:
+        self.data_dir = Path(data_dir)
+        self._stamp: tuple | None = None
+        self.current = Suppression.load(self.data_dir)
+        self._stamp = self._files_stamp()
+
+    def _files_stamp(self) -> tuple:
+        path = self.data_dir / PRIVACY_FILE
+        stamps = []
+        for file in (path, path.with_name(path.name + "-wal")):
+            try:
+                stat = file.stat()
+                stamps.append((stat.st_mtime_ns, stat.st_size))
+            except FileNotFoundError:
+                stamps.append(None)
+        return tuple(stamps)
+
+    def get(self) -> Suppression:
+        stamp = self._files_stamp()
+        if stamp != self._stamp:
+            self.current, self._stamp = Suppression.load(self.data_dir), stamp
+        return self.current
