@@ -20,10 +20,10 @@ def privacy() -> None:
     """Personal data of the KOLs: locate one person, erase them everywhere, keep them out."""
 
 
-def _subject(command: str, data_dir, kol: str | None, email: str | None) -> Subject:
+def _subject(command: str, data_dir, kol: str | None, email: str | None, org: str | None) -> Subject:
     if bool(kol) == bool(email):
         fail(command, "give exactly one of --kol ID or --email ADDRESS", 2)
-    return erasure.resolve(data_dir, kol_id=kol, email=email)
+    return erasure.resolve(data_dir, kol_id=kol, email=email, org=org)
 
 
 def _print_findings(outcome: erasure.Outcome, verb: str) -> None:
@@ -36,12 +36,12 @@ def _print_findings(outcome: erasure.Outcome, verb: str) -> None:
 @privacy.command("locate")
 @click.option("--kol", metavar="ID", help="The KOL's id (kol_...).")
 @click.option("--email", metavar="ADDRESS", help="An email address: every KOL holding it.")
-@click.option("--org", default="default", show_default=True, help="Organization the KOL belongs to.")
+@click.option("--org", help="Only this organization's lake folders and warehouse rows (default: every organization).")
 @click.option("--data-dir", help=DATA_DIR_HELP)
 def locate(kol, email, org, data_dir) -> None:
     """Every store and how many rows hold the person (for an access request, or to check an erasure)."""
     data = writable_data_dir("privacy locate", data_dir)
-    outcome = erasure.locate(data, _subject("privacy locate", data, kol, email))
+    outcome = erasure.locate(data, _subject("privacy locate", data, kol, email, org))
     if not outcome.findings:
         click.echo("Nothing found: no store of this data directory holds the person.")
         return
@@ -52,14 +52,14 @@ def locate(kol, email, org, data_dir) -> None:
 @privacy.command("erase")
 @click.option("--kol", metavar="ID", help="The KOL's id (kol_...).")
 @click.option("--email", metavar="ADDRESS", help="An email address: every KOL holding it is erased.")
-@click.option("--org", default="default", show_default=True, help="Organization the KOL belongs to.")
+@click.option("--org", help="Only this organization's lake folders and warehouse rows (default: every organization).")
 @click.option("--dry-run", is_flag=True, help="List every store and the rows it would touch; change nothing.")
 @click.option("--lift", is_flag=True, help="Undo a suppression (the person may be synced again); logged.")
 @click.option("--data-dir", help=DATA_DIR_HELP)
 def erase(kol, email, org, dry_run, lift, data_dir) -> None:
     """Erase the person from every store, suppress them from later syncs and events, log it (no personal data)."""
     data = writable_data_dir("privacy erase", data_dir)
-    subject = _subject("privacy erase", data, kol, email)
+    subject = _subject("privacy erase", data, kol, email, org)
     try:
         key = privacy_key()
         if lift:

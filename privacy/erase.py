@@ -26,9 +26,10 @@ KOL_SOURCES = (  # (table or lake resource folder, its email expression)
 )
 
 
-def resolve(data_dir: Path, kol_id: str | None = None, email: str | None = None) -> Subject:
-    """The subject with every KOL id sharing the email and every email of the ids (two rounds)."""
-    subject = Subject(kol_ids=(kol_id,) if kol_id else (), emails=(email,) if email else ())
+def resolve(data_dir: Path, kol_id: str | None = None, email: str | None = None, org: str | None = None) -> Subject:
+    """The subject with every KOL id sharing the email and every email of the ids (two rounds), in `org`
+    (None: every organization)."""
+    subject = Subject(kol_ids=(kol_id,) if kol_id else (), emails=(email,) if email else (), org=org)
     for _ in range(2):
         ids, emails = _lookup(data_dir, subject)
         subject = subject.with_(ids, emails)
@@ -42,9 +43,10 @@ def _lookup(data_dir: Path, subject: Subject) -> tuple[tuple[str, ...], tuple[st
                         + [f"lower(trim({{email}})) IN ({', '.join(map(sql_literal, subject.emails))})"] * bool(subject.emails))
     if not where:
         return (), ()
+    where = f"({where})" + (f" AND org = {sql_literal(subject.org)}" if subject.org else "")
     relations = []
     warehouse = data_dir / WAREHOUSE_FILE
-    lake_files = Lake(data_dir).files()
+    lake_files = Lake(data_dir).files(subject.org)
     with closing(duckdb.connect(config={"memory_limit": "256MB", "threads": 1})) as conn:
         if warehouse.exists():
             conn.execute(f"ATTACH {sql_literal(str(warehouse))} AS w (READ_ONLY)")
@@ -53,7 +55,7 @@ def _lookup(data_dir: Path, subject: Subject) -> tuple[tuple[str, ...], tuple[st
         for table, expr in KOL_SOURCES:
             files = [str(p) for p in lake_files if f"/{table}/snapshot_date=" in str(p) and "/changed/" not in str(p)]
             if files:
-                relations.append((f"read_parquet([{', '.join(map(sql_literal, files))}], union_by_name = true)", expr))
+                relations.append((f"read_parquet([{', '.join(map(sql_literal, files))}], union_by_name = true, hive_partitioning = true)", expr))
         for relation, expr in relations:
             for found_id, found_email in conn.execute(
                     f"SELECT DISTINCT id, {expr} FROM {relation} WHERE {where.format(email=expr)}").fetchall():

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from privacy.subject import Subject
 from resources.files import fsync_dir, holding_lock
-from resources.lake import LAKE_DIR, STAGING_DIR
+from resources.lake import LAKE_DIR, ORG_PARTITION, STAGING_DIR
 from resources.sql import sql_literal
 from resources.warehouse import WAREHOUSE_FILE, WarehouseResource
 from webhooks.inbox import INBOX_FILE
@@ -67,15 +67,19 @@ class Lake:
     def __init__(self, data_dir: Path) -> None:
         self.root = data_dir / LAKE_DIR
 
-    def files(self) -> list[Path]:
+    def files(self, org: str | None = None) -> list[Path]:
+        """Every Parquet file of the lake; given `org`, that organization's and the deployment's own (no org level)."""
         if not self.root.is_dir():
             return []
-        return sorted(p for p in self.root.rglob("*.parquet") if STAGING_DIR not in p.relative_to(self.root).parts)
+        files = (p for p in self.root.rglob("*.parquet") if STAGING_DIR not in p.relative_to(self.root).parts)
+        if org is not None:
+            files = (p for p in files if _org_of(p.relative_to(self.root)) in (None, org))
+        return sorted(files)
 
     def locate(self, subject: Subject) -> list[Finding]:
         found = []
         with closing(_duckdb()) as conn:
-            for path in self.files():
+            for path in self.files(subject.org):
                 rows = conn.execute(f"SELECT count(*) FROM read_parquet({sql_literal(str(path))}) t "
                                     f"WHERE {subject.duckdb_predicate('t')}").fetchone()[0]
                 if rows:
@@ -92,6 +96,11 @@ class Lake:
                     f"WHERE {subject.duckdb_predicate('t')}").fetchall()}
                 _rewrite_parquet_without(path, drop)
         return found
+
+
+def _org_of(relative: Path) -> str | None:
+    first = relative.parts[0]
+    return first.split("=", 1)[1] if first.startswith(f"{ORG_PARTITION}=") else None
 
 
 def _rewrite_parquet_without(path: Path, drop: set[int]) -> None:
@@ -153,9 +162,9 @@ class Warehouse:
                 conn.execute(f"ATTACH {sql_literal(str(temp))} AS new")
                 conn.execute("COPY FROM DATABASE old TO new (SCHEMA)")
                 for table, columns in _tables(conn, "old"):
-                    conn.execute(f"INSERT INTO new.main.{_quote(table)} SELECT {_kept(table, columns, subject)} "
-                                 f"FROM old.main.{_quote(table)} t"
-                                 + ("" if table == AUDIT_TABLE else f" WHERE NOT {subject.duckdb_predicate('t')}"))
+                    hit = subject.duckdb_predicate("t", org_column="org" in columns)
+                    conn.execute(f"INSERT INTO new.main.{_quote(table)} SELECT {_kept(table, columns, hit)} "
+                                 f"FROM old.main.{_quote(table)} t" + ("" if table == AUDIT_TABLE else f" WHERE NOT {hit}"))
                 conn.execute("DETACH old")
                 conn.execute("CHECKPOINT new")
                 conn.execute("DETACH new")
@@ -181,11 +190,10 @@ def _tables(conn: duckdb.DuckDBPyConnection, database: str) -> list[tuple[str, l
         "ORDER BY column_index", [database, table]).fetchall()]) for table in tables]
 
 
-def _kept(table: str, columns: list[str], subject: Subject) -> str:
-    """The select list copying a table: the audit's personal values tombstoned on the person's rows."""
+def _kept(table: str, columns: list[str], hit: str) -> str:
+    """The select list copying a table: the audit's personal values tombstoned on the person's rows (`hit`)."""
     if table != AUDIT_TABLE:
         return "*"
-    hit = subject.duckdb_predicate("t")
     out = []
     for column in columns:
         if column in AUDIT_PERSONAL:
@@ -199,8 +207,9 @@ def _kept(table: str, columns: list[str], subject: Subject) -> str:
 
 def _table_counts(conn: duckdb.DuckDBPyConnection, subject: Subject) -> Iterator[tuple[str, int]]:
     database = conn.execute("SELECT current_database()").fetchone()[0]
-    for table, _ in _tables(conn, database):
-        rows = conn.execute(f"SELECT count(*) FROM main.{_quote(table)} t WHERE {subject.duckdb_predicate('t')}").fetchone()[0]
+    for table, columns in _tables(conn, database):
+        hit = subject.duckdb_predicate("t", org_column="org" in columns)
+        rows = conn.execute(f"SELECT count(*) FROM main.{_quote(table)} t WHERE {hit}").fetchone()[0]
         if rows:
             yield table, int(rows)
 

@@ -24,13 +24,14 @@ class Subject:
 
     kol_ids: tuple[str, ...] = ()
     emails: tuple[str, ...] = ()
+    org: str | None = None  # the organization (commops orgs) whose rows are searched; None: every one
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kol_ids", tuple(sorted(set(self.kol_ids))))
         object.__setattr__(self, "emails", tuple(sorted({normalize_email(e) for e in self.emails if e and e.strip()})))
 
     def with_(self, kol_ids: tuple[str, ...] = (), emails: tuple[str, ...] = ()) -> Subject:
-        return Subject(self.kol_ids + tuple(kol_ids), self.emails + tuple(emails))
+        return Subject(self.kol_ids + tuple(kol_ids), self.emails + tuple(emails), self.org)
 
     @property
     def empty(self) -> bool:
@@ -45,8 +46,10 @@ class Subject:
     def matches(self, text: str) -> bool:
         return re.search(self.pattern(), text.lower()) is not None
 
-    def duckdb_predicate(self, alias: str) -> str:
-        """A DuckDB condition true for the rows of `alias` (a table or read_parquet alias) holding the person."""
+    def duckdb_predicate(self, alias: str, org_column: bool = False) -> str:
+        """A DuckDB condition true for the rows of `alias` (a table or read_parquet alias) holding the person;
+        with `org_column`, only the rows of the subject's organization."""
         from resources.sql import sql_literal
 
-        return f"regexp_matches(lower(CAST({alias} AS VARCHAR)), {sql_literal(self.pattern())})"
+        match = f"regexp_matches(lower(CAST({alias} AS VARCHAR)), {sql_literal(self.pattern())})"
+        return f"({match} AND {alias}.org = {sql_literal(self.org)})" if org_column and self.org else match

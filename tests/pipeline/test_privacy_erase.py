@@ -142,13 +142,15 @@ def test_erase_leaves_no_trace_even_killed_halfway_and_keeps_the_person_out(plan
     located = _cli("privacy", "locate", "--email", MARKERS["email"].upper(), "--data-dir", str(data_dir))
     for store in ("lake", "warehouse", "analytics", "inbox", "reports"):
         assert f"  {store}" in located, located
+    elsewhere = _cli("privacy", "locate", "--kol", kol_id, "--org", "another", "--data-dir", str(data_dir))
+    assert "  lake" not in elsewhere and "  warehouse" not in elsewhere  # inbox and reports: the deployment's
     dry = _cli("privacy", "erase", "--kol", kol_id, "--dry-run", "--data-dir", str(data_dir))
     assert "would be erased" in dry and _hits(data_dir)
 
     _killed_at_warehouse(data_dir, kol_id)
     left = _hits(data_dir)
     assert left and all("warehouse.duckdb" in hit or "analytics.duckdb" in hit for hit in left), left
-    output = _cli("privacy", "erase", "--kol", kol_id, "--data-dir", str(data_dir))
+    output = _cli("privacy", "erase", "--kol", kol_id, "--org", "default", "--data-dir", str(data_dir))
     assert "Erased" in output and "ask their owners" in output
     assert _hits(data_dir) == []
     again = _cli("privacy", "erase", "--email", MARKERS["email"], "--data-dir", str(data_dir))
