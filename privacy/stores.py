@@ -304,20 +304,41 @@ def _rewrite_csv(path: Path, subject: Subject) -> None:
     _replace(temp, path)
 
 
-_ROW = re.compile(r"<tr\b.*?</tr>", re.DOTALL | re.IGNORECASE)
+_TR = re.compile(r"<(/?)tr\b[^>]*>", re.IGNORECASE)
+
+
+def _outer_rows(text: str) -> list[tuple[int, int]]:
+    """The spans of the outermost table rows (a row may hold a table of its own: the differences)."""
+    spans, depth, start = [], 0, 0
+    for tag in _TR.finditer(text):
+        if not tag.group(1):
+            if depth == 0:
+                start = tag.start()
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, tag.end()))
+    return spans
 
 
 def _html_hits(path: Path, subject: Subject) -> Iterator[int]:
-    for number, row in enumerate(_ROW.findall(path.read_text(encoding="utf-8"))):
-        if subject.matches(html.unescape(row)):
+    text = path.read_text(encoding="utf-8")
+    for number, (start, end) in enumerate(_outer_rows(text)):
+        if subject.matches(html.unescape(text[start:end])):
             yield number
 
 
 def _rewrite_html(path: Path, subject: Subject) -> None:
-    text = _ROW.sub(lambda m: "" if subject.matches(html.unescape(m.group(0))) else m.group(0),
-                    path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    kept, at = [], 0
+    for start, end in _outer_rows(text):
+        if subject.matches(html.unescape(text[start:end])):
+            kept.append(text[at:start])
+            at = end
+    kept.append(text[at:])
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.erasing")
-    temp.write_text(text, encoding="utf-8")
+    temp.write_text("".join(kept), encoding="utf-8")
     _replace(temp, path)
 
 

@@ -89,16 +89,29 @@ def _inbox_events(data_dir: Path) -> int:
         return conn.execute("SELECT count(*) FROM events").fetchone()[0]
 
 
-def _report(data_dir: Path, kol_id: str) -> None:
-    """A reconciliation report's shape: a CSV (BOM, CRLF) and an HTML table, one row per KOL."""
-    folder = data_dir / "reports" / "reconciliation"
-    folder.mkdir(parents=True)
-    (folder / "latest.csv").write_text(
-        f"kol_id,kol_name,kol_email\r\nkol_other,Dr Other,other@x.example\r\n{kol_id},{MARKERS['full_name']},"
-        f"\"{MARKERS['email']}\"\r\n", encoding="utf-8-sig")
-    (folder / "latest.html").write_text(
-        f"<table><tr><th>KOL</th></tr><tr data-kol=\"kol_other\"><td>Dr Other</td></tr>\n<tr data-kol=\"{kol_id}\">"
-        f"<td>{kol_id}<br>{MARKERS['full_name']}<br>{MARKERS['email']}</td>\n</tr></table>", encoding="utf-8")
+def _change_title(service, kol_id: str) -> None:
+    from commops_spec.timestamps import utc_now
+    from service.store import db
+
+    with closing(service.connect()) as conn, db.transaction(conn):
+        conn.execute("UPDATE kols SET title = 'Zyxmark Professor', updated_at = ? WHERE id = ?",
+                     [utc_now(), kol_id])
+
+
+def _reconcile(tmp_path: Path, data_dir: Path):
+    """A reconciliation against a Salesforce stand-in (outside the data directory) holding the person under
+    another phone, its write-back applied: reports, reconciliation tables and audit rows hold the person."""
+    from tests.crm.conftest import salesforce_env, start_standin
+    from tests.crm.support import reconcile_against
+
+    first, last = MARKERS["full_name"].split(" ", 1)[1].split()
+    standin = start_standin(tmp_path / "salesforce")
+    standin.add_contacts([{"FirstName": first, "LastName": last, "Email": MARKERS["email"], "Phone": "+49 30 5550000",
+                           "Title": "Dr", "Account.Name": MARKERS["institution"]}])
+    try:
+        return reconcile_against(salesforce_env(standin), data_dir, apply=True)
+    finally:
+        standin.stop()
 
 
 @pytest.fixture
@@ -113,9 +126,11 @@ def planted(make_service, tmp_path, monkeypatch):
     for earlier in ("2026-01-01", "2026-01-02"):  # the nights before: the same person, older dates
         shutil.copytree(folder / f"snapshot_date={today}", folder / f"snapshot_date={earlier}")
     shutil.rmtree(folder / f"snapshot_date={today}")
-    sync(service, data_dir, enrich_details_limit=100)  # today again: a changed-rows file beside it
+    _change_title(service, kol_id)  # the person changes: today's changed-rows file holds them
+    sync(service, data_dir, enrich_details_limit=100)
+    assert (folder / f"snapshot_date={today}" / "changed" / "data.parquet").exists()
     assert _webhook_update(data_dir, kol_id).status_code < 300
-    _report(data_dir, kol_id)
+    _reconcile(tmp_path, data_dir)
     return service, data_dir, kol_id
 
 
@@ -142,17 +157,25 @@ def test_erase_leaves_no_trace_even_killed_halfway_and_keeps_the_person_out(plan
     located = _cli("privacy", "locate", "--email", MARKERS["email"].upper(), "--data-dir", str(data_dir))
     for store in ("lake", "warehouse", "analytics", "inbox", "reports"):
         assert f"  {store}" in located, located
+    for place in ("kol_details", "crm_writeback_audit", "kol_crm_reconciliation", "webhooks.db", "changed/data.parquet",
+                  "latest.html", "latest.csv"):
+        assert place in located, (place, located)
     elsewhere = _cli("privacy", "locate", "--kol", kol_id, "--org", "another", "--data-dir", str(data_dir))
-    assert "  lake" not in elsewhere and "  warehouse" not in elsewhere  # inbox and reports: the deployment's
+    # Another organization's lake folders and rows are not searched (tables without `org`, the inbox and the
+    # reports are the deployment's: searched whatever the organization).
+    assert "org=default" not in elsewhere and ":kols\n" not in elsewhere and ":kol_details\n" not in elsewhere
     dry = _cli("privacy", "erase", "--kol", kol_id, "--dry-run", "--data-dir", str(data_dir))
     assert "would be erased" in dry and _hits(data_dir)
 
     _killed_at_warehouse(data_dir, kol_id)
     left = _hits(data_dir)
-    assert left and all("warehouse.duckdb" in hit or "analytics.duckdb" in hit for hit in left), left
+    assert left and not [hit for hit in left if "warehouse.duckdb" not in hit and "analytics.duckdb" not in hit], left
     output = _cli("privacy", "erase", "--kol", kol_id, "--org", "default", "--data-dir", str(data_dir))
     assert "Erased" in output and "ask their owners" in output
     assert _hits(data_dir) == []
+    with closing(duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True)) as conn:
+        tombstoned = conn.execute("SELECT count(*) FROM crm_writeback_audit WHERE kol_id = '[erased]'").fetchone()[0]
+    assert tombstoned > 0  # the audit keeps its rows, the person's values replaced
     again = _cli("privacy", "erase", "--email", MARKERS["email"], "--data-dir", str(data_dir))
     assert "Nothing left to erase" in again
     assert "Nothing found" in _cli("privacy", "locate", "--kol", kol_id, "--data-dir", str(data_dir))
