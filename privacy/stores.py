@@ -80,8 +80,8 @@ class Lake:
         found = []
         with closing(_duckdb()) as conn:
             for path in self.files(subject.org):
-                rows = conn.execute(f"SELECT count(*) FROM read_parquet({sql_literal(str(path))}) t "
-                                    f"WHERE {subject.duckdb_predicate('t')}").fetchone()[0]
+                relation = f"read_parquet({sql_literal(str(path))})"
+                rows = conn.execute(f"SELECT count(*) FROM {relation} t WHERE {_predicate(conn, relation, subject)}").fetchone()[0]
                 if rows:
                     found.append(Finding(self.name, str(path), int(rows)))
         return found
@@ -91,11 +91,19 @@ class Lake:
         with closing(_duckdb()) as conn:
             for finding in found:
                 path = Path(finding.location)
+                relation = f"read_parquet({sql_literal(str(path))})"
+                hit = _predicate(conn, relation, subject)
                 drop = {row[0] for row in conn.execute(
                     f"SELECT file_row_number FROM read_parquet({sql_literal(str(path))}, file_row_number = true) t "
-                    f"WHERE {subject.duckdb_predicate('t')}").fetchall()}
+                    f"WHERE {hit}").fetchall()}
                 _rewrite_parquet_without(path, drop)
         return found
+
+
+def _predicate(conn: duckdb.DuckDBPyConnection, relation: str, subject: Subject, org_column: bool = False) -> str:
+    """The subject's condition over the text and nested columns of `relation` (aliased t)."""
+    columns = [(row[0], row[1]) for row in conn.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
+    return subject.duckdb_predicate("t", org_column=org_column, columns=columns)
 
 
 def _org_of(relative: Path) -> str | None:
@@ -162,7 +170,7 @@ class Warehouse:
                 conn.execute(f"ATTACH {sql_literal(str(temp))} AS new")
                 conn.execute("COPY FROM DATABASE old TO new (SCHEMA)")
                 for table, columns in _tables(conn, "old"):
-                    hit = subject.duckdb_predicate("t", org_column="org" in columns)
+                    hit = _predicate(conn, f"old.main.{_quote(table)}", subject, org_column="org" in columns)
                     conn.execute(f"INSERT INTO new.main.{_quote(table)} SELECT {_kept(table, columns, hit)} "
                                  f"FROM old.main.{_quote(table)} t" + ("" if table == AUDIT_TABLE else f" WHERE NOT {hit}"))
                 conn.execute("DETACH old")
@@ -208,7 +216,7 @@ def _kept(table: str, columns: list[str], hit: str) -> str:
 def _table_counts(conn: duckdb.DuckDBPyConnection, subject: Subject) -> Iterator[tuple[str, int]]:
     database = conn.execute("SELECT current_database()").fetchone()[0]
     for table, columns in _tables(conn, database):
-        hit = subject.duckdb_predicate("t", org_column="org" in columns)
+        hit = _predicate(conn, f"main.{_quote(table)}", subject, org_column="org" in columns)
         rows = conn.execute(f"SELECT count(*) FROM main.{_quote(table)} t WHERE {hit}").fetchone()[0]
         if rows:
             yield table, int(rows)

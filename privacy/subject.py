@@ -46,10 +46,24 @@ class Subject:
     def matches(self, text: str) -> bool:
         return re.search(self.pattern(), text.lower()) is not None
 
-    def duckdb_predicate(self, alias: str, org_column: bool = False) -> str:
+    def duckdb_predicate(self, alias: str, org_column: bool = False, columns: list[tuple[str, str]] | None = None) -> str:
         """A DuckDB condition true for the rows of `alias` (a table or read_parquet alias) holding the person;
-        with `org_column`, only the rows of the subject's organization."""
+        with `org_column`, only the rows of the subject's organization. Given the relation's (name, DuckDB type)
+        `columns`, only its text and nested columns are read (numbers and times cannot hold an id or an email:
+        about twice as fast as the whole row)."""
         from resources.sql import sql_literal
 
-        match = f"regexp_matches(lower(CAST({alias} AS VARCHAR)), {sql_literal(self.pattern())})"
+        if columns is None:
+            text = f"CAST({alias} AS VARCHAR)"
+        else:
+            parts = [f'{alias}."{name}"' if type_ in ("VARCHAR", "JSON") else f'CAST({alias}."{name}" AS VARCHAR)'
+                     for name, type_ in columns if _may_hold_text(type_)]
+            if not parts:
+                return "false"
+            text = f"concat_ws(chr(31), {', '.join(parts)})"
+        match = f"regexp_matches(lower({text}), {sql_literal(self.pattern())})"
         return f"({match} AND {alias}.org = {sql_literal(self.org)})" if org_column and self.org else match
+
+
+def _may_hold_text(type_: str) -> bool:
+    return type_ in ("VARCHAR", "JSON", "BLOB") or any(mark in type_ for mark in ("STRUCT", "MAP", "[]", "UNION", "VARCHAR"))
