@@ -77,27 +77,28 @@ class Lake:
         return sorted(files)
 
     def locate(self, subject: Subject) -> list[Finding]:
-        found = []
-        with closing(_duckdb()) as conn:
-            for path in self.files(subject.org):
-                relation = f"read_parquet({sql_literal(str(path))})"
-                rows = conn.execute(f"SELECT count(*) FROM {relation} t WHERE {_predicate(conn, relation, subject)}").fetchone()[0]
-                if rows:
-                    found.append(Finding(self.name, str(path), int(rows)))
-        return found
+        return self._each_file(subject, rewrite=False)
 
     def erase(self, subject: Subject) -> list[Finding]:
-        found = self.locate(subject)
-        with closing(_duckdb()) as conn:
-            for finding in found:
-                path = Path(finding.location)
-                relation = f"read_parquet({sql_literal(str(path))})"
-                hit = _predicate(conn, relation, subject)
-                drop = {row[0] for row in conn.execute(
-                    f"SELECT file_row_number FROM read_parquet({sql_literal(str(path))}, file_row_number = true) t "
-                    f"WHERE {hit}").fetchall()}
-                _rewrite_parquet_without(path, drop)
-        return found
+        """One scan per file (the row numbers of the person's rows), a rewrite of the files that have any."""
+        return self._each_file(subject, rewrite=True)
+
+    def _each_file(self, subject: Subject, rewrite: bool) -> list[Finding]:
+        found = (_file_rows(path, subject, rewrite) for path in self.files(subject.org))
+        return [Finding(self.name, str(path), rows) for path, rows in found if rows]
+
+
+def _file_rows(path: Path, subject: Subject, rewrite: bool) -> tuple[Path, int]:
+    """The number of the person's rows in one Parquet file, the file rewritten without them if `rewrite`."""
+    with closing(_duckdb()) as conn:
+        relation = f"read_parquet({sql_literal(str(path))})"
+        hit = _predicate(conn, relation, subject)
+        drop = {row[0] for row in conn.execute(
+            f"SELECT file_row_number FROM read_parquet({sql_literal(str(path))}, file_row_number = true) t "
+            f"WHERE {hit}").fetchall()}
+    if drop and rewrite:
+        _rewrite_parquet_without(path, drop)
+    return path, len(drop)
 
 
 def _predicate(conn: duckdb.DuckDBPyConnection, relation: str, subject: Subject, org_column: bool = False) -> str:
