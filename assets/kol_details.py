@@ -55,7 +55,7 @@ class _Pending:
     count: int  # every pending KOL
     bad_ids: list[str]  # KOLs that would be pending but whose id is not a spec id: skipped
     rows: int  # the organization's detail rows now
-    preview: str
+    profile: str
 
 
 def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, org: str, limit: int) -> _Pending:
@@ -110,7 +110,7 @@ def kol_details(
     suppression = Suppression.load(warehouse.data_dir)
     kept = [kol_id for kol_id in found.ids if not suppression.suppressed(kol_id=kol_id)]
     suppressed, found.ids = len(found.ids) - len(kept), kept  # erased people: never fetched again
-    pending, rows, preview = found.count, found.rows, found.preview
+    pending, rows, profile = found.count, found.rows, found.profile
     fetched, stopped_by = 0, None
     if found.ids:  # else nothing to fetch or write: the table as found is the result
         date = snapshot_date(context)
@@ -122,7 +122,7 @@ def kol_details(
                 session.ensure_table(KOL_DETAILS)
                 if fetched:
                     session.merge(KOL_DETAILS, staged.relation, org=org, snapshot_date=date)
-                rows, preview = _table_now(session, org)
+                rows, profile = _table_now(session, org)
     remaining = pending - fetched
     if found.bad_ids:
         context.log.warning(f"KOL details: {len(found.bad_ids)} KOL(s) skipped, their id is not a KOL id of the spec: "
@@ -142,7 +142,7 @@ def kol_details(
             **stats.as_metadata(),
             "details_skipped_bad_ids": len(found.bad_ids),
             "details_skipped_bad_ids_sample": dg.MetadataValue.json([item[:80] for item in found.bad_ids[:_SAMPLE]]),
-            "profile": dg.MetadataValue.md(preview),
+            "profile": dg.MetadataValue.md(profile),
         }
     )
 

@@ -148,7 +148,7 @@ def snapshot(
         report = listing.report
         rows = staged.finish(drop=listing.drop_ids, repeated_ids=bool(report.moved))
         check_results = checks.run_snapshot_checks(staged.conn, spec, staged.relation, report, suppressed=suppressed)
-        preview = markdown_profile(staged.conn, staged.relation, [f.name for f in spec.schema][:4])
+        profile = markdown_profile(staged.conn, staged.relation, [f.name for f in spec.schema][:4])
     handed = False
     if _blocking_checks_passed(spec, context.asset_key, check_results):
         handed = hand_merge_to_background(context, spec, lake, warehouse)
@@ -175,7 +175,7 @@ def snapshot(
             "read_ahead": fetch.read_ahead,
             "merge_handed_to_background": handed,
             "path": dg.MetadataValue.path(str(staged.published)),
-            "profile": dg.MetadataValue.md(preview),
+            "profile": dg.MetadataValue.md(profile),
         },
         check_results=check_results,
     )

@@ -35,7 +35,7 @@ class Merged:
     written: int
     rows: int
     children: dict[str, int]
-    preview: str
+    profile: str
     check_results: list[dg.AssetCheckResult]
     seconds: float
     threads: int  # DuckDB's, in the session that merged
@@ -87,9 +87,9 @@ def _merge_and_check(spec: ResourceSpec, org: str, snapshot_date: str, lake: Lak
         check_results = checks.run_warehouse_checks(session.conn, spec, snapshot, org)
         rows = session.count(spec.table, org)
         children = {f"rows_{child.name}": session.count(child.name, org) for child in spec.children}
-        preview = markdown_profile(session.conn, f"(SELECT * FROM {spec.table} WHERE org = {sql_literal(org)})",
+        profile = markdown_profile(session.conn, f"(SELECT * FROM {spec.table} WHERE org = {sql_literal(org)})",
                                    [f.name for f in spec.schema][:4])
-    return Merged(snapshot_rows, written, rows, children, preview, check_results, time.monotonic() - started, threads,
+    return Merged(snapshot_rows, written, rows, children, profile, check_results, time.monotonic() - started, threads,
                   session.read_from_changes)
 
 
@@ -141,7 +141,7 @@ def load(
             "merge_threads": merged.threads,
             "table": spec.table,
             "warehouse": dg.MetadataValue.path(str(warehouse.path)),
-            "profile": dg.MetadataValue.md(merged.preview),
+            "profile": dg.MetadataValue.md(merged.profile),
         },
         check_results=merged.check_results,
     )
