@@ -85,3 +85,16 @@ def erase(kol, email, org, dry_run, lift, data_dir) -> None:
     else:
         click.echo("Nothing left to erase: no store holds the person (suppression in place, logged).")
     click.echo(OWNERS_NOTE)
+
+
+@privacy.command("log")
+@click.option("--data-dir", help=DATA_DIR_HELP)
+def log(data_dir) -> None:
+    """The erasures and lifts done in this data directory (no personal data: a keyed hash names each request)."""
+    data = writable_data_dir("privacy log", data_dir)
+    entries = PrivacyStore(data).entries()
+    if not entries:
+        click.echo("No erasure or lift recorded.")
+        return
+    for at, user, action, subject, stores, rows in entries:
+        click.echo(f"{at}  {user:12} {action:17} request {subject[:16]}  {rows} row(s)  {stores}")

@@ -87,17 +87,23 @@ def locate(data_dir: Path, subject: Subject) -> Outcome:
 
 def erase(data_dir: Path, subject: Subject, *, on_store=None) -> Outcome:
     """Suppress the subject first (a sync or event arriving meanwhile is dropped), then clean every store;
-    the log records the stores and row counts. Run again after a crash, it finishes what was left."""
+    the log records the stores and row counts as each is done (a run killed halfway stays `erase-interrupted`
+    with what it did). Run again after a crash, it finishes what was left."""
     key = privacy_key()
     store = PrivacyStore(data_dir)
     store.suppress(key, subject)
+    entry = store.log(INTERRUPTED, store.subject_hash(key, subject), {}, 0)
     outcome = Outcome(subject)
     for kind in all_stores(data_dir):
         if on_store is not None:
             on_store(kind.name)
         outcome.findings += kind.erase(subject)
-    store.log("erase", store.subject_hash(key, subject), outcome.per_store(), outcome.rows)
+        store.update(entry, INTERRUPTED, outcome.per_store(), outcome.rows)
+    store.update(entry, "erase", outcome.per_store(), outcome.rows)
     return outcome
+
+
+INTERRUPTED = "erase-interrupted"  # the log's action until the run has cleaned every store
 
 
 

@@ -120,10 +120,17 @@ class PrivacyStore:
         """One keyed hash naming the request in the log (its ids and emails, sorted)."""
         return keyed_hash(key, "subject", json.dumps([subject.kol_ids, subject.emails]))
 
-    def log(self, action: str, subject_hash: str, stores: dict[str, int], rows: int) -> None:
+    def log(self, action: str, subject_hash: str, stores: dict[str, int], rows: int) -> int:
+        """Record an action; returns its entry's number (for `update`)."""
         with closing(self._connect()) as conn:
-            conn.execute("INSERT INTO privacy_log (at, user, action, subject, stores, rows) VALUES (?, ?, ?, ?, ?, ?)",
-                         [_now(), getpass.getuser(), action, subject_hash, json.dumps(stores, sort_keys=True), rows])
+            return conn.execute("INSERT INTO privacy_log (at, user, action, subject, stores, rows) VALUES (?, ?, ?, ?, ?, ?)",
+                                [_now(), getpass.getuser(), action, subject_hash, json.dumps(stores, sort_keys=True),
+                                 rows]).lastrowid
+
+    def update(self, seq: int, action: str, stores: dict[str, int], rows: int) -> None:
+        with closing(self._connect()) as conn:
+            conn.execute("UPDATE privacy_log SET action = ?, stores = ?, rows = ? WHERE seq = ?",
+                         [action, json.dumps(stores, sort_keys=True), rows, seq])
 
     def entries(self) -> list[tuple]:
         if not self.path.exists():
