@@ -18,7 +18,8 @@ from pydantic import Field
 
 from sync.catalog import KOL_DETAIL_FIELDS_IN_KOLS, KOL_DETAILS, KOLS
 from assets.partitions import ORGS, partition_org
-from assets.metadata import SyncStats, catalog_reference, column_schema, markdown_preview
+from privacy.suppression import Suppression
+from assets.metadata import SyncStats, catalog_reference, column_schema, markdown_profile
 from sync.progress import ProgressReporter
 from sync.records import RecordConverter
 from sync.schemas import FETCHED_AT
@@ -54,7 +55,7 @@ class _Pending:
     count: int  # every pending KOL
     bad_ids: list[str]  # KOLs that would be pending but whose id is not a spec id: skipped
     rows: int  # the organization's detail rows now
-    preview: str
+    profile: str
 
 
 def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, org: str, limit: int) -> _Pending:
@@ -72,7 +73,7 @@ def _pending(warehouse: WarehouseResource, context: dg.AssetExecutionContext, or
 
 
 def _table_now(session: WarehouseSession, org: str) -> tuple[int, str]:
-    return session.count(KOL_DETAILS.table, org), markdown_preview(session.conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
+    return session.count(KOL_DETAILS.table, org), markdown_profile(session.conn, KOL_DETAILS.table, ["id", "bio", "updated_at"])
 
 
 @dg.asset(
@@ -106,7 +107,10 @@ def kol_details(
     before = client.stats
     budget_left = max(0, api.max_requests_per_run - before.requests)
     found = _pending(warehouse, context, org, min(limit, budget_left))
-    pending, rows, preview = found.count, found.rows, found.preview
+    suppression = Suppression.load(warehouse.data_dir)
+    kept = [kol_id for kol_id in found.ids if not suppression.suppressed(kol_id=kol_id)]
+    suppressed, found.ids = len(found.ids) - len(kept), kept  # erased people: never fetched again
+    pending, rows, profile = found.count, found.rows, found.profile
     fetched, stopped_by = 0, None
     if found.ids:  # else nothing to fetch or write: the table as found is the result
         date = snapshot_date(context)
@@ -118,7 +122,7 @@ def kol_details(
                 session.ensure_table(KOL_DETAILS)
                 if fetched:
                     session.merge(KOL_DETAILS, staged.relation, org=org, snapshot_date=date)
-                rows, preview = _table_now(session, org)
+                rows, profile = _table_now(session, org)
     remaining = pending - fetched
     if found.bad_ids:
         context.log.warning(f"KOL details: {len(found.bad_ids)} KOL(s) skipped, their id is not a KOL id of the spec: "
@@ -134,10 +138,11 @@ def kol_details(
             **SyncStats(rows=rows, duration_seconds=time.monotonic() - started, details_fetched=fetched,
                         pending_remaining=remaining).as_metadata(),
             "pending_before": pending,
+            "suppressed": suppressed,
             **stats.as_metadata(),
             "details_skipped_bad_ids": len(found.bad_ids),
             "details_skipped_bad_ids_sample": dg.MetadataValue.json([item[:80] for item in found.bad_ids[:_SAMPLE]]),
-            "preview": dg.MetadataValue.md(preview),
+            "profile": dg.MetadataValue.md(profile),
         }
     )
 

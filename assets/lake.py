@@ -20,9 +20,10 @@ import dagster as dg
 import pyarrow as pa
 
 from assets import checks
-from sync.catalog import BY_NAME, CATALOG, FETCH_ORDER, ResourceSpec
+from privacy.suppression import Suppression, drop_suppressed
+from sync.catalog import BY_NAME, CATALOG, FETCH_ORDER, KOLS, ResourceSpec
 from assets.partitions import ORGS, partition_org
-from assets.metadata import SyncStats, catalog_reference, column_schema, listing_metadata, markdown_preview
+from assets.metadata import SyncStats, catalog_reference, column_schema, listing_metadata, markdown_profile
 from sync.progress import ProgressReporter
 from sync.records import RecordConverter
 from sync.schemas import FETCHED_AT
@@ -128,11 +129,15 @@ def snapshot(
     client = api.client_for(orgs.get(org))
     fetch = api.take_read_ahead(org, spec.name) or _start_fetch(client, spec, progress)
     listing, converters = fetch.listing, fetch.converters
+    suppression = Suppression.load(lake.data_dir) if spec.name == KOLS.name else Suppression(None, frozenset())
+    suppressed = 0
     with lake.snapshot(org, spec.name, snapshot_date, spec.schema, key=spec.key, newest_by=FETCHED_AT,
                        digest=content_fields(spec.schema, spec.observed), sorted_by=spec.sort) as staged:
         try:
             for source, page in listing.pages():
-                staged.write(_page_batch(page, converters[source.label]))
+                batch, dropped = drop_suppressed(_page_batch(page, converters[source.label]), suppression)
+                suppressed += dropped  # erased people (commops privacy erase): never written
+                staged.write(batch)
         finally:
             fetch.close()
         stats = client.stats - fetch.before  # before the next list's requests start
@@ -141,8 +146,8 @@ def snapshot(
             progress.finished(source.label)
         report = listing.report
         rows = staged.finish(drop=listing.drop_ids, repeated_ids=bool(report.moved))
-        check_results = checks.run_snapshot_checks(staged.conn, spec, staged.relation, report)
-        preview = markdown_preview(staged.conn, staged.relation, [f.name for f in spec.schema][:4])
+        check_results = checks.run_snapshot_checks(staged.conn, spec, staged.relation, report, suppressed=suppressed)
+        profile = markdown_profile(staged.conn, staged.relation, [f.name for f in spec.schema][:4])
     handed = False
     if _blocking_checks_passed(spec, context.asset_key, check_results):
         handed = hand_merge_to_background(context, spec, lake, warehouse)
@@ -160,6 +165,7 @@ def snapshot(
             **SyncStats(rows=rows, duration_seconds=time.monotonic() - fetch.started,
                         rows_in_flux=report.in_flux_count).as_metadata(),
             "api_total": report.api_total,
+            "suppressed": suppressed,
             "rows_fetched": staged.rows_written,
             **_changed_rows_metadata(staged.changes),
             **listing_metadata(report),
@@ -168,7 +174,7 @@ def snapshot(
             "read_ahead": fetch.read_ahead,
             "merge_handed_to_background": handed,
             "path": dg.MetadataValue.path(str(staged.published)),
-            "preview": dg.MetadataValue.md(preview),
+            "profile": dg.MetadataValue.md(profile),
         },
         check_results=check_results,
     )

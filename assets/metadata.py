@@ -1,4 +1,4 @@
-"""Metadata shared by the assets: the sync's figures, listings, markdown previews, column schemas, catalog references."""
+"""Metadata shared by the assets: the sync's figures, listings, column profiles (no values), column schemas, catalog references."""
 
 from __future__ import annotations
 
@@ -51,10 +51,13 @@ def listing_metadata(report: ListingReport) -> dict[str, Any]:
     }
 
 
-def markdown_preview(conn: duckdb.DuckDBPyConnection, relation: str, columns: list[str], limit: int = 5) -> str:
-    rows = conn.execute(f"SELECT {', '.join(columns)} FROM {relation} ORDER BY 1 LIMIT {limit}").fetchall()
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(v).replace("|", "/")[:60] for v in row) + " |" for row in rows]
+def markdown_profile(conn: duckdb.DuckDBPyConnection, relation: str, columns: list[str]) -> str:
+    """Each column's row, non-null and distinct counts as a markdown table: what a run wrote, without a
+    single value of it (KOLs are physicians: their names and contacts stay out of Dagster's event storage)."""
+    counts = ", ".join(f'count("{c}"), approx_count_distinct("{c}")' for c in columns)
+    row = conn.execute(f"SELECT count(*), {counts} FROM {relation}").fetchone()
+    lines = ["| column | rows | non-null | distinct (approx.) |", "|---|---:|---:|---:|"]
+    lines += [f"| {c} | {row[0]} | {row[1 + 2 * i]} | {row[2 + 2 * i]} |" for i, c in enumerate(columns)]
     return "\n".join(lines)
 
 

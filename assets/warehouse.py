@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from assets import checks
 from sync.catalog import CATALOG, ResourceSpec, fetched_after
 from assets.partitions import ORGS, partition_org
-from assets.metadata import SyncStats, catalog_reference, column_schema, markdown_preview
+from assets.metadata import SyncStats, catalog_reference, column_schema, markdown_profile
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.changed_rows import changes_of
 from resources.lake import LakeResource
@@ -34,7 +34,7 @@ class Merged:
     written: int
     rows: int
     children: dict[str, int]
-    preview: str
+    profile: str
     check_results: list[dg.AssetCheckResult]
     seconds: float
     threads: int  # DuckDB's, in the session that merged
@@ -86,9 +86,9 @@ def _merge_and_check(spec: ResourceSpec, org: str, snapshot_date: str, lake: Lak
         check_results = checks.run_warehouse_checks(session.conn, spec, snapshot, org)
         rows = session.count(spec.table, org)
         children = {f"rows_{child.name}": session.count(child.name, org) for child in spec.children}
-        preview = markdown_preview(session.conn, f"(SELECT * FROM {spec.table} WHERE org = {sql_literal(org)})",
+        profile = markdown_profile(session.conn, f"(SELECT * FROM {spec.table} WHERE org = {sql_literal(org)})",
                                    [f.name for f in spec.schema][:4])
-    return Merged(snapshot_rows, written, rows, children, preview, check_results, time.monotonic() - started, threads,
+    return Merged(snapshot_rows, written, rows, children, profile, check_results, time.monotonic() - started, threads,
                   session.read_from_changes)
 
 
@@ -139,7 +139,7 @@ def load(
             "merge_threads": merged.threads,
             "table": spec.table,
             "warehouse": dg.MetadataValue.path(str(warehouse.path)),
-            "preview": dg.MetadataValue.md(merged.preview),
+            "profile": dg.MetadataValue.md(merged.profile),
         },
         check_results=merged.check_results,
     )

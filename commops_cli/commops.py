@@ -4,7 +4,8 @@ shows each organization's state, `commops demo` does both end to end,
 `commops receiver run` receives webhooks into the inbox, `commops webhooks ...` manages them,
 `commops events apply` applies the inbox's pending events in-process, `commops reconcile` reconciles
 the KOLs with the CRM, `commops crm sandbox` serves a local Salesforce stand-in,
-`commops review` serves the CRM admins' page."""
+`commops review` serves the CRM admins' page,
+`commops privacy locate|erase` finds and erases one physician's personal data."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from commops_cli.events import events
 from commops_cli.local import demo, ui
 from commops_cli.orgs import orgs
 from commops_cli.status import status
+from commops_cli.privacy import privacy
 from commops_cli.sync import sync
 from commops_cli.webhooks import webhooks
 from service.cli import service
@@ -64,6 +66,7 @@ main.add_command(events)
 main.add_command(reconcile)
 main.add_command(crm)
 main.add_command(review)
+main.add_command(privacy)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from commops_cli.command_checks import prepare_data_dir
 from resources.commops_api import RequestStats
 from resources.files import LockHeld, holding_lock
 from pipelines.definitions import build_resources
+from privacy.suppression import PrivacyKeyMissing, Suppression
 from commops_cli.in_process import CheckFailure, JobRun, Materialization, job_runner
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.lake import LAKE_DIR
@@ -138,6 +139,10 @@ def run_sync(
         raise not_set(BASE_URL_ENV) if org == DEFAULT_ORG else registry.unknown(org)
     chosen.api_key()  # SettingsError naming its variable, before anything runs
     check_snapshot_date(snapshot_date)
+    try:
+        Suppression.load(settings.data_dir)  # fails closed: a suppression list without its key
+    except PrivacyKeyMissing as error:
+        raise SyncError(str(error)) from None
     try:
         prepare_data_dir(settings)
     except OSError as error:

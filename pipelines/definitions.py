@@ -20,6 +20,7 @@ from assets.webhooks import WEBHOOK_ASSETS, webhook_events
 from file_modes import restrict_umask
 from file_modes.data_dir import secure_data_dir
 from pipelines.jobs import JOBS
+from pipelines.retention import retention_job, retention_schedule
 from pipelines.schedules import build_schedules
 from pipelines.sensors import SENSORS
 from resources.api import CommopsApiResource
@@ -104,8 +105,9 @@ def make_definitions(settings: Settings, resources: dict[str, Any] | None = None
     resources = resources or build_resources(settings)
     return dg.Definitions(
         assets=ASSETS,
-        jobs=JOBS,
-        schedules=build_schedules(settings.timezone, crm_configured=not isinstance(resources["crm"], NoCrmConfigured)),
+        jobs=[*JOBS, retention_job],
+        schedules=[*build_schedules(settings.timezone, crm_configured=not isinstance(resources["crm"], NoCrmConfigured)),
+                   retention_schedule(settings.timezone)],
         sensors=SENSORS,
         resources=resources,
     )

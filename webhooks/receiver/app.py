@@ -38,6 +38,7 @@ from starlette.routing import Route
 from commops_spec.constants import WEBHOOK_SIGNATURE_HEADER
 from http_serving.lingering import LingeringClose
 from webhooks.receiver.admission import Hold, OverCap, UnverifiedBytes
+from privacy.suppression import WatchedSuppression
 from webhooks.receiver.committer import GroupCommitter, InboxUnavailable
 from webhooks.receiver.delivery_log import accepted_log, refused_log
 from resources.inbox.envelope import InvalidEnvelope, parse_envelope
@@ -96,7 +97,7 @@ def create_app(
     """
     settings = settings or ReceiverSettings()
     ring = secrets or SecretRing(settings.secrets, settings.secrets_file)
-    writer = committer or GroupCommitter(Inbox(settings.inbox_location))
+    writer = committer or GroupCommitter(Inbox(settings.inbox_location), suppression=WatchedSuppression(settings.data_dir))
     cap = settings.webhook_max_body_bytes
     unverified = UnverifiedBytes(settings.unverified_bytes)
     accepted, refused = accepted_log(), refused_log()

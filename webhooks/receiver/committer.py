@@ -14,6 +14,7 @@ import queue
 import threading
 from typing import Any
 
+from privacy.suppression import PrivacyKeyMissing, WatchedSuppression, event_suppressed
 from resources.inbox.envelope import Envelope
 from resources.inbox import Inbox
 
@@ -27,9 +28,11 @@ class InboxUnavailable(RuntimeError):
 
 
 class GroupCommitter:
-    def __init__(self, inbox: Inbox, max_batch: int = 256) -> None:
+    def __init__(self, inbox: Inbox, max_batch: int = 256, suppression: WatchedSuppression | None = None) -> None:
         self.inbox = inbox
         self.max_batch = max_batch
+        self.suppression = suppression  # erased people: their events are acknowledged, never stored
+        self.suppressed = 0
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="inbox-writer", daemon=True)
 
@@ -66,6 +69,7 @@ class GroupCommitter:
             if _STOP in batch:
                 stopping = True
                 batch = [item for item in batch if item is not _STOP]
+            batch = self._without_suppressed(batch)
             if not batch:
                 continue
             try:
@@ -79,6 +83,29 @@ class GroupCommitter:
             for (_, _, future, loop), new in zip(batch, added, strict=True):
                 _wake(loop, future, new, None)
         self.inbox.close()
+
+
+    def _without_suppressed(self, batch: list[Any]) -> list[Any]:
+        """The batch less the events of suppressed people, which are answered as stored (the sender stops)."""
+        if self.suppression is None:
+            return batch
+        try:
+            suppression = self.suppression.get()
+        except PrivacyKeyMissing as exc:  # the list gained entries and this process lacks the key: fail closed
+            log.error("%s", exc)
+            for _, _, future, loop in batch:
+                _wake(loop, future, None, InboxUnavailable(str(exc)))
+            return []
+        kept = []
+        for item in batch:
+            if event_suppressed(item[1].data, suppression):
+                self.suppressed += 1
+                _wake(item[3], item[2], True, None)
+            else:
+                kept.append(item)
+        if len(kept) < len(batch):
+            log.info("dropped %d event(s) of suppressed people (%d so far)", len(batch) - len(kept), self.suppressed)
+        return kept
 
 
 def _wake(loop: asyncio.AbstractEventLoop, future: asyncio.Future[bool], result: bool | None,

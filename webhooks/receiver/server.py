@@ -9,6 +9,7 @@ from starlette.applications import Starlette
 from http_serving.proxies import proxy_options
 from http_serving.server import ThreadedServer
 from webhooks.receiver.app import HEALTH_PATH, WEBHOOK_PATH, create_app
+from privacy.suppression import PrivacyKeyMissing, WatchedSuppression
 from webhooks.receiver.committer import GroupCommitter
 from resources.inbox import Inbox, InboxUnreachable
 from webhooks.receiver.settings import ReceiverSettings
@@ -25,7 +26,11 @@ def open_app(settings: ReceiverSettings) -> Starlette:
         inbox = Inbox(settings.inbox_location)
     except InboxUnreachable as exc:
         raise ReceiverStartError(str(exc)) from None
-    return create_app(settings, committer=GroupCommitter(inbox))
+    try:
+        suppression = WatchedSuppression(settings.data_dir)
+    except PrivacyKeyMissing as exc:
+        raise ReceiverStartError(str(exc)) from None
+    return create_app(settings, committer=GroupCommitter(inbox, suppression=suppression))
 
 
 class ReceiverServer(ThreadedServer):

@@ -1,0 +1,155 @@
+"""Retention: nothing personal kept longer than COMMOPS_RETENTION_DAYS (unset: everything is kept).
+
+What is older than the setting goes, never below what other features need:
+- lake snapshot folders (and their changed-rows side files) dated before the cutoff, except each
+  resource's newest MIN_SNAPSHOTS_KEPT dates (the nights the history views and the volume comparison read;
+  the newest is also what the next night's changed-rows file is computed against);
+- applied webhook events of the inbox received before the cutoff (pending and quarantined ones stay);
+  then VACUUM and a TRUNCATE checkpoint, so their bytes are gone;
+- reports (CSV, HTML) and reconciliation_runs rows older than the cutoff, but never younger than the
+  write-back's undo window (COMMOPS_UNDO_WINDOW_DAYS, default 30): what an admin may still undo keeps
+  the report it was decided from.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta, timezone
+from pathlib import Path
+
+import duckdb
+
+from privacy.stores import REPORTS_DIR
+from resources.files import holding_lock
+from resources.lake import LAKE_DIR, STAGING_DIR
+from resources.sql import sql_literal
+from resources.warehouse import WAREHOUSE_FILE, WarehouseResource
+from resources.inbox.inbox import INBOX_FILE
+
+RETENTION_DAYS_ENV = "COMMOPS_RETENTION_DAYS"
+UNDO_WINDOW_ENV = "COMMOPS_UNDO_WINDOW_DAYS"
+DEFAULT_UNDO_WINDOW_DAYS = 30
+MIN_SNAPSHOTS_KEPT = 8  # a week's comparison and the night before it
+RUNS_TABLE = "reconciliation_runs"
+
+
+class RetentionSettingError(ValueError):
+    """A retention setting is not a whole number of days; the message names the variable."""
+
+
+def _days(name: str, default: int | None) -> int | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise RetentionSettingError(f"{name}={value!r} is not a whole number of days (1 or more); unset it to keep everything"
+                                    if name == RETENTION_DAYS_ENV else f"{name}={value!r} is not a whole number of days")
+    return int(value)
+
+
+def retention_days() -> int | None:
+    return _days(RETENTION_DAYS_ENV, None)
+
+
+def undo_window_days() -> int:
+    return _days(UNDO_WINDOW_ENV, DEFAULT_UNDO_WINDOW_DAYS) or DEFAULT_UNDO_WINDOW_DAYS
+
+
+@dataclass
+class Removed:
+    """What one retention pass removed (counts and dates only: no personal data)."""
+
+    days: int | None
+    cutoff: str | None = None
+    reports_cutoff: str | None = None
+    snapshots: list[str] = field(default_factory=list)  # lake folders, relative to the lake
+    inbox_events: int = 0
+    reports: list[str] = field(default_factory=list)  # relative to reports/
+    reconciliation_runs: int = 0
+
+    def as_metadata(self) -> dict[str, object]:
+        return {
+            "retention_days": self.days if self.days is not None else "unset (everything kept)",
+            "cutoff": self.cutoff or "none",
+            "reports_cutoff": self.reports_cutoff or "none",
+            "snapshots_removed": len(self.snapshots),
+            "snapshot_folders_removed": ", ".join(self.snapshots[:50]) or "none",
+            "inbox_events_removed": self.inbox_events,
+            "reports_removed": len(self.reports),
+            "reconciliation_runs_removed": self.reconciliation_runs,
+        }
+
+
+def apply_retention(data_dir: Path, today: date, days: int | None = None, undo_days: int | None = None) -> Removed:
+    """Remove what is older than `days` (default: COMMOPS_RETENTION_DAYS; None keeps everything)."""
+    days = retention_days() if days is None else days
+    removed = Removed(days)
+    if days is None:
+        return removed
+    cutoff = today - timedelta(days=days)
+    reports_cutoff = today - timedelta(days=max(days, undo_window_days() if undo_days is None else undo_days))
+    removed.cutoff, removed.reports_cutoff = cutoff.isoformat(), reports_cutoff.isoformat()
+    removed.snapshots = _old_snapshots(data_dir / LAKE_DIR, cutoff)
+    removed.inbox_events = _old_inbox_events(data_dir / INBOX_FILE, cutoff)
+    removed.reports = _old_reports(data_dir / REPORTS_DIR, reports_cutoff)
+    removed.reconciliation_runs = _old_runs(data_dir, reports_cutoff)
+    return removed
+
+
+def _old_snapshots(lake: Path, cutoff: date) -> list[str]:
+    removed = []
+    if not lake.is_dir():
+        return removed
+    resources = {p.parent for p in lake.rglob("snapshot_date=*") if STAGING_DIR not in p.relative_to(lake).parts}
+    for resource in sorted(resources):
+        dated = sorted((p for p in resource.glob("snapshot_date=*") if p.is_dir()), key=lambda p: p.name, reverse=True)
+        for folder in dated[MIN_SNAPSHOTS_KEPT:]:
+            if folder.name.split("=", 1)[1] < cutoff.isoformat():
+                shutil.rmtree(folder)
+                removed.append(str(folder.relative_to(lake)))
+    return removed
+
+
+def _old_inbox_events(path: Path, cutoff: date) -> int:
+    if not path.exists():
+        return 0
+    before = datetime.combine(cutoff, time(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    with closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as conn:
+        conn.execute("PRAGMA secure_delete = ON")
+        count = conn.execute("DELETE FROM events WHERE applied_at IS NOT NULL AND received_at < ?", [before]).rowcount
+        if count:
+            conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return count
+
+
+def _old_reports(folder: Path, cutoff: date) -> list[str]:
+    if not folder.is_dir():
+        return []
+    limit = datetime.combine(cutoff, time(), timezone.utc).timestamp()
+    removed = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix.lower() in (".csv", ".html") and not path.name.startswith("latest") \
+                and path.stat().st_mtime < limit:
+            path.unlink()
+            removed.append(str(path.relative_to(folder)))
+    return removed
+
+
+def _old_runs(data_dir: Path, cutoff: date) -> int:
+    resource = WarehouseResource(data_dir=str(data_dir))
+    if not (data_dir / WAREHOUSE_FILE).exists():
+        return 0
+    with holding_lock(resource.lock_path):
+        with closing(duckdb.connect(str(resource.path))) as conn:
+            if not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [RUNS_TABLE]).fetchone()[0]:
+                return 0
+            count = conn.execute(f"DELETE FROM {RUNS_TABLE} WHERE reconciled_at < {sql_literal(cutoff.isoformat())}::DATE").fetchone()[0]
+            conn.execute("CHECKPOINT")
+    if count:
+        resource.publish_analytics()
+    return int(count)

@@ -1,0 +1,364 @@
+"""Every store of a data directory that can hold a physician's personal data, each able to say how many
+of its rows hold a person (`locate`) and to remove them (`erase`), crash-safe and idempotent:
+
+- lake snapshot files and their changed-rows side files (Parquet): only the files that hold the person
+  are rewritten, row group by row group with the file's own schema, beside the file, then renamed over it;
+- the warehouse (DuckDB): rebuilt into a new file without the person's rows (the write-back audit keeps
+  its rows, their personal values tombstoned), then renamed over it, under the writer lock: no free block
+  of the new file ever held the person; analytics.duckdb is then republished from it;
+- the webhook inbox (SQLite): the person's events deleted, then VACUUM and a TRUNCATE checkpoint of the
+  write-ahead log, on every run (a run killed between the delete and the VACUUM leaves nothing behind);
+- reports (CSV and HTML under reports/): the person's rows removed, the file rewritten beside and renamed.
+
+Reading is DuckDB over the files (never a dataset in Python objects); only row numbers come back.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import os
+import re
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from privacy.subject import Subject
+from resources.files import fsync_dir, holding_lock
+from resources.lake import LAKE_DIR, ORG_PARTITION, STAGING_DIR
+from resources.sql import sql_literal
+from resources.warehouse import WAREHOUSE_FILE, WarehouseResource
+from resources.inbox.inbox import INBOX_FILE
+
+REPORTS_DIR = "reports"
+AUDIT_TABLE = "crm_writeback_audit"
+TOMBSTONE = "[erased]"
+# The audit's columns that identify the person or hold their values; the rest (what was done, when, by whom,
+# on which CRM contact) stays: the audit records what truly happened.
+AUDIT_PERSONAL = ("kol_id", "old_value", "new_value", "crm_value_after", "error", "kol_name", "institution")
+AUDIT_ERASED_AT = "erased_at"  # set where the table has it
+
+
+@dataclass(frozen=True)
+class Finding:
+    """`rows` rows of the person in `store` (a kind: lake, warehouse, ...) at `location` (a file or table)."""
+
+    store: str
+    location: str
+    rows: int
+
+
+def _duckdb() -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(config={"memory_limit": "256MB", "threads": 1})
+
+
+class Lake:
+    """The snapshot files (`data.parquet`) and changed-rows side files under <data_dir>/lake."""
+
+    name = "lake"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / LAKE_DIR
+
+    def files(self, org: str | None = None) -> list[Path]:
+        """Every Parquet file of the lake; given `org`, that organization's and the deployment's own (no org level)."""
+        if not self.root.is_dir():
+            return []
+        files = (p for p in self.root.rglob("*.parquet") if STAGING_DIR not in p.relative_to(self.root).parts)
+        if org is not None:
+            files = (p for p in files if _org_of(p.relative_to(self.root)) in (None, org))
+        return sorted(files)
+
+    def locate(self, subject: Subject) -> list[Finding]:
+        return self._each_file(subject, rewrite=False)
+
+    def erase(self, subject: Subject) -> list[Finding]:
+        """One scan per file (the row numbers of the person's rows), a rewrite of the files that have any."""
+        return self._each_file(subject, rewrite=True)
+
+    def _each_file(self, subject: Subject, rewrite: bool) -> list[Finding]:
+        found = (_file_rows(path, subject, rewrite) for path in self.files(subject.org))
+        return [Finding(self.name, str(path), rows) for path, rows in found if rows]
+
+
+def _file_rows(path: Path, subject: Subject, rewrite: bool) -> tuple[Path, int]:
+    """The number of the person's rows in one Parquet file, the file rewritten without them if `rewrite`."""
+    with closing(_duckdb()) as conn:
+        relation = f"read_parquet({sql_literal(str(path))})"
+        hit = _predicate(conn, relation, subject)
+        drop = {row[0] for row in conn.execute(
+            f"SELECT file_row_number FROM read_parquet({sql_literal(str(path))}, file_row_number = true) t "
+            f"WHERE {hit}").fetchall()}
+    if drop and rewrite:
+        _rewrite_parquet_without(path, drop)
+    return path, len(drop)
+
+
+def _predicate(conn: duckdb.DuckDBPyConnection, relation: str, subject: Subject, org_column: bool = False) -> str:
+    """The subject's condition over the text and nested columns of `relation` (aliased t)."""
+    columns = [(row[0], row[1]) for row in conn.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
+    return subject.duckdb_predicate("t", org_column=org_column, columns=columns)
+
+
+def _org_of(relative: Path) -> str | None:
+    first = relative.parts[0]
+    return first.split("=", 1)[1] if first.startswith(f"{ORG_PARTITION}=") else None
+
+
+def _rewrite_parquet_without(path: Path, drop: set[int]) -> None:
+    """The file without the rows numbered in `drop`: same schema (with its metadata), row groups and
+    compression, written beside it and renamed over it."""
+    source = pq.ParquetFile(path)
+    compression = source.metadata.row_group(0).column(0).compression.lower() if source.metadata.num_row_groups else "zstd"
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.erasing")
+    try:
+        with pq.ParquetWriter(temp, source.schema_arrow, compression=compression) as writer:
+            start = 0
+            for group in range(source.metadata.num_row_groups):
+                table = source.read_row_group(group)
+                keep = [i for i in range(table.num_rows) if start + i not in drop]
+                start += table.num_rows
+                if keep:
+                    writer.write_table(table.take(pa.array(keep, pa.int64())) if len(keep) < table.num_rows else table)
+        with open(temp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+        fsync_dir(path.parent)
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+class Warehouse:
+    """Every table of warehouse.duckdb (children, CRM tables, webhook tables included), and its published copy."""
+
+    name = "warehouse"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.resource = WarehouseResource(data_dir=str(data_dir))
+
+    def locate(self, subject: Subject) -> list[Finding]:
+        found = []
+        for store, path in ((self.name, self.resource.path), ("analytics", self.resource.analytics_path)):
+            if path.exists():
+                with closing(duckdb.connect(str(path), read_only=True)) as conn:
+                    found += [Finding(store, f"{path.name}:{table}", rows)
+                              for table, rows in _table_counts(conn, subject)]
+        return found
+
+    def erase(self, subject: Subject) -> list[Finding]:
+        found = self.locate(subject)
+        if any(f.store == self.name for f in found):
+            with holding_lock(self.resource.lock_path):  # as a sync's writer: analysts read analytics.duckdb
+                self._rebuild_without(subject)
+        if found:  # a run killed after the rebuild finds the person in the published copy only
+            self.resource.publish_analytics()
+        return found
+
+    def _rebuild_without(self, subject: Subject) -> None:
+        path = self.resource.path
+        temp = path.with_name(f".{WAREHOUSE_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.erasing")
+        try:
+            with closing(_duckdb()) as conn:
+                conn.execute(f"ATTACH {sql_literal(str(path))} AS old (READ_ONLY)")
+                conn.execute(f"ATTACH {sql_literal(str(temp))} AS new")
+                conn.execute("COPY FROM DATABASE old TO new (SCHEMA)")
+                for table, columns in _tables(conn, "old"):
+                    hit = _predicate(conn, f"old.main.{_quote(table)}", subject, org_column="org" in columns)
+                    conn.execute(f"INSERT INTO new.main.{_quote(table)} SELECT {_kept(table, columns, hit)} "
+                                 f"FROM old.main.{_quote(table)} t" + ("" if table == AUDIT_TABLE else f" WHERE NOT {hit}"))
+                conn.execute("DETACH old")
+                conn.execute("CHECKPOINT new")
+                conn.execute("DETACH new")
+            with open(temp, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.replace(temp, path)
+            fsync_dir(path.parent)
+        finally:
+            temp.unlink(missing_ok=True)
+            Path(f"{temp}.wal").unlink(missing_ok=True)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _tables(conn: duckdb.DuckDBPyConnection, database: str) -> list[tuple[str, list[str]]]:
+    tables = [row[0] for row in conn.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' ORDER BY 1",
+        [database]).fetchall()]
+    return [(table, [row[0] for row in conn.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main' AND table_name = ? "
+        "ORDER BY column_index", [database, table]).fetchall()]) for table in tables]
+
+
+def _kept(table: str, columns: list[str], hit: str) -> str:
+    """The select list copying a table: the audit's personal values tombstoned on the person's rows (`hit`)."""
+    if table != AUDIT_TABLE:
+        return "*"
+    out = []
+    for column in columns:
+        if column in AUDIT_PERSONAL:
+            out.append(f"CASE WHEN {hit} THEN {sql_literal(TOMBSTONE)} ELSE t.{_quote(column)} END")
+        elif column == AUDIT_ERASED_AT:
+            out.append(f"CASE WHEN {hit} THEN now() ELSE t.{_quote(column)} END")
+        else:
+            out.append(f"t.{_quote(column)}")
+    return ", ".join(out)
+
+
+def _table_counts(conn: duckdb.DuckDBPyConnection, subject: Subject) -> Iterator[tuple[str, int]]:
+    database = conn.execute("SELECT current_database()").fetchone()[0]
+    for table, columns in _tables(conn, database):
+        hit = _predicate(conn, f"main.{_quote(table)}", subject, org_column="org" in columns)
+        rows = conn.execute(f"SELECT count(*) FROM main.{_quote(table)} t WHERE {hit}").fetchone()[0]
+        if rows:
+            yield table, int(rows)
+
+
+class Inbox:
+    """The webhook inbox's SQLite file: each event's payload as received."""
+
+    name = "inbox"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / INBOX_FILE
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        conn.create_function("privacy_match", 2, _payload_matches, deterministic=True)
+        return conn
+
+    def locate(self, subject: Subject) -> list[Finding]:
+        if not self.path.exists():
+            return []
+        with closing(self._connect()) as conn:
+            rows = conn.execute("SELECT count(*) FROM events WHERE privacy_match(payload, ?)", [subject.pattern()]).fetchone()[0]
+        return [Finding(self.name, f"{self.path}:events", int(rows))] if rows else []
+
+    def erase(self, subject: Subject) -> list[Finding]:
+        if not self.path.exists():
+            return []
+        found = self.locate(subject)
+        with closing(self._connect()) as conn:
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("DELETE FROM events WHERE privacy_match(payload, ?)", [subject.pattern()])
+            conn.execute("VACUUM")  # every run: one killed before it left the deleted rows' pages behind
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return found
+
+
+def _payload_matches(payload: bytes | str | None, regex: str) -> bool:
+    if payload is None:
+        return False
+    text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
+    return re.search(regex, text.lower()) is not None
+
+
+class Reports:
+    """CSV and HTML reports under <data_dir>/reports (reconciliation reports, merge and plan CSVs)."""
+
+    name = "reports"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / REPORTS_DIR
+
+    def files(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.rglob("*") if p.suffix.lower() in (".csv", ".html") and p.is_file())
+
+    def locate(self, subject: Subject) -> list[Finding]:
+        found = []
+        for path in self.files():
+            rows = sum(1 for _ in (_csv_hits if path.suffix.lower() == ".csv" else _html_hits)(path, subject))
+            if rows:
+                found.append(Finding(self.name, str(path), rows))
+        return found
+
+    def erase(self, subject: Subject) -> list[Finding]:
+        found = self.locate(subject)
+        for finding in found:
+            path = Path(finding.location)
+            (_rewrite_csv if path.suffix.lower() == ".csv" else _rewrite_html)(path, subject)
+        return found
+
+
+def _csv_hits(path: Path, subject: Subject) -> Iterator[int]:
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        for number, row in enumerate(csv.reader(handle)):
+            if subject.matches("\x1f".join(row)):
+                yield number
+
+
+def _rewrite_csv(path: Path, subject: Subject) -> None:
+    bom = path.read_bytes()[:3] == b"\xef\xbb\xbf"
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.erasing")
+    with path.open(encoding="utf-8-sig", newline="") as source, \
+            temp.open("w", encoding="utf-8-sig" if bom else "utf-8", newline="") as out:
+        sample = source.readline()
+        terminator = "\r\n" if sample.endswith("\r\n") else "\n"
+        source.seek(0)
+        writer = csv.writer(out, lineterminator=terminator)
+        for row in csv.reader(source):
+            if not subject.matches("\x1f".join(row)):
+                writer.writerow(row)
+    _replace(temp, path)
+
+
+_TR = re.compile(r"<(/?)tr\b[^>]*>", re.IGNORECASE)
+
+
+def _outer_rows(text: str) -> list[tuple[int, int]]:
+    """The spans of the outermost table rows (a row may hold a table of its own: the differences)."""
+    spans, depth, start = [], 0, 0
+    for tag in _TR.finditer(text):
+        if not tag.group(1):
+            if depth == 0:
+                start = tag.start()
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, tag.end()))
+    return spans
+
+
+def _html_hits(path: Path, subject: Subject) -> Iterator[int]:
+    text = path.read_text(encoding="utf-8")
+    for number, (start, end) in enumerate(_outer_rows(text)):
+        if subject.matches(html.unescape(text[start:end])):
+            yield number
+
+
+def _rewrite_html(path: Path, subject: Subject) -> None:
+    text = path.read_text(encoding="utf-8")
+    kept, at = [], 0
+    for start, end in _outer_rows(text):
+        if subject.matches(html.unescape(text[start:end])):
+            kept.append(text[at:start])
+            at = end
+    kept.append(text[at:])
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.erasing")
+    temp.write_text("".join(kept), encoding="utf-8")
+    _replace(temp, path)
+
+
+def _replace(temp: Path, path: Path) -> None:
+    with open(temp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+    fsync_dir(path.parent)
+
+
+def all_stores(data_dir: Path) -> list:
+    """In erasure order: the files that hold the person beside an id first, the warehouse (the person's
+    ids and emails are looked up there and in the lake) last."""
+    return [Inbox(data_dir), Reports(data_dir), Lake(data_dir), Warehouse(data_dir)]
