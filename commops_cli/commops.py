@@ -2,7 +2,8 @@
 `commops sync` runs the nightly job in-process (`commops orgs` names the organizations it syncs), `commops demo` does both end to end,
 `commops receiver run` receives webhooks into the inbox, `commops webhooks ...` manages them,
 `commops events apply` applies the inbox's pending events in-process, `commops reconcile` reconciles
-the KOLs with the CRM, `commops crm sandbox` serves a local Salesforce stand-in."""
+the KOLs with the CRM, `commops crm sandbox` serves a local Salesforce stand-in, `commops marts build` rebuilds the analysts' marts,
+`commops docs` writes their documentation site."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from file_modes import restrict_umask
 from commops_cli.crm import crm, reconcile
 from commops_cli.events import events
 from commops_cli.local import demo, ui
+from commops_cli.marts import docs, marts
 from commops_cli.orgs import orgs
 from commops_cli.sync import sync
 from commops_cli.webhooks import webhooks
@@ -58,6 +60,8 @@ main.add_command(webhooks)
 main.add_command(events)
 main.add_command(reconcile)
 main.add_command(crm)
+main.add_command(marts)
+main.add_command(docs)
 
 
 if __name__ == "__main__":

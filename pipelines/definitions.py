@@ -13,12 +13,14 @@ from assets.analytics import build_analytics_asset
 from assets.crm import CRM_ASSETS
 from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
+from assets.marts import MART_KEYS, MARTS_PROJECT, dbt_cli, marts
 from sync.progress import ProgressReporter
 from assets.warehouse import TABLE_ASSETS
 from assets.webhooks import WEBHOOK_ASSETS, webhook_events
 from file_modes import restrict_umask
 from file_modes.data_dir import secure_data_dir
 from pipelines.jobs import JOBS
+from pipelines.marts_sensor import build_marts_refresh_sensor
 from pipelines.schedules import build_schedules
 from pipelines.sensors import SENSORS
 from resources.api import CommopsApiResource
@@ -26,6 +28,7 @@ from resources.crm import CrmSettings, NoCrmConfigured, build_crm_resource
 from resources.iceberg import IcebergResource
 from resources.webhooks import InboxResource
 from resources.lake import LakeResource
+from resources.marts import MartsResource
 from resources.orgs import ORGS_URL_ENV, OrgsResource
 from resources.settings import API_KEY_ENV, ICEBERG_CATALOG_URL_ENV, Settings, load_settings
 from resources.warehouse import WarehouseResource
@@ -36,11 +39,12 @@ from webhooks.inbox import INBOX_URL_ENV
 CODE_LOCATION = "pipelines.definitions"
 
 WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
-# analytics.duckdb is published after the nightly tables or after the incremental job's merges.
+# analytics.duckdb is published after the nightly tables and marts, or after the incremental job's merges.
 ASSETS = [
     *SNAPSHOT_ASSETS,
     *WAREHOUSE_ASSETS,
-    build_analytics_asset([a.key for a in [*WAREHOUSE_ASSETS, webhook_events, *CRM_ASSETS]]),
+    marts,
+    build_analytics_asset([a.key for a in [*WAREHOUSE_ASSETS, webhook_events, *CRM_ASSETS]] + MART_KEYS),
     *WEBHOOK_ASSETS,
     *CRM_ASSETS,
 ]
@@ -75,6 +79,8 @@ def build_resources(
         ),
         "lake": LakeResource(data_dir=data_dir, url=settings.lake_url),
         "warehouse": WarehouseResource(data_dir=data_dir),
+        "marts": MartsResource(data_dir=data_dir),
+        "dbt": dbt_cli(MARTS_PROJECT),
         "iceberg": IcebergResource(
             catalog_url=dg.EnvVar(ICEBERG_CATALOG_URL_ENV) if os.environ.get(ICEBERG_CATALOG_URL_ENV) else None,
             warehouse=settings.iceberg_warehouse,
@@ -96,7 +102,7 @@ def make_definitions(settings: Settings, resources: dict[str, Any] | None = None
         assets=ASSETS,
         jobs=JOBS,
         schedules=build_schedules(settings.timezone, crm_configured=not isinstance(resources["crm"], NoCrmConfigured)),
-        sensors=SENSORS,
+        sensors=[*SENSORS, build_marts_refresh_sensor(settings.marts_refresh_minutes)],
         resources=resources,
     )
 
