@@ -10,7 +10,12 @@ the gate, and every model of the step reports a materialization saying whether i
 """
 
 
+import contextlib
+import io
 import json
+import os
+import re
+import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -34,10 +39,21 @@ def marts_project() -> DbtProject:
     process that loads the code location, `commops` and the tests included, finds one that matches)."""
     project = DbtProject(project_dir=MARTS_PROJECT_DIR, profiles_dir=MARTS_PROJECT_DIR)
     if _manifest_is_stale(project):
-        with holding_lock(project.target_path / ".parse.lock", on_wait=lambda holder: None):
+        with holding_lock(project.manifest_path.with_name(".parse.lock"), on_wait=lambda holder: None):
             if _manifest_is_stale(project):  # another process may have parsed it while this one waited
-                dbt_cli(project).cli(["parse", "--quiet"], target_path=project.target_path).wait()
+                _parse(project)
     return project
+
+
+def _parse(project: DbtProject) -> None:
+    """`dbt parse`, its output kept off the commands' terminal; a failure raised in one line (dbt's error)."""
+    done = subprocess.run([DBT_EXECUTABLE, "parse", "--quiet", "--project-dir", str(project.project_dir),
+                           "--profiles-dir", str(project.profiles_dir), "--target-path", str(project.manifest_path.parent)],
+                          capture_output=True, text=True, env={**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
+    if done.returncode != 0:
+        lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+        raise RuntimeError(f"dbt could not parse the marts project {project.project_dir}: "
+                           f"{lines[-1] if lines else 'exit ' + str(done.returncode)}")
 
 
 def dbt_cli(project: DbtProject) -> DbtCliResource:
@@ -88,17 +104,30 @@ def marts(context: dg.AssetExecutionContext, dbt: DbtCliResource, marts: MartsRe
     args = ["build", "--target", "pipeline", "--exclude-resource-type", "unit_test",
             "--vars", json.dumps(marts.dbt_vars(warehouse.path))]
     with warehouse.locked(context.log):
-        invocation = dbt.cli(args, context=context, raise_on_error=False)
-        events = list(invocation.stream())
+        # dbt's logs and artifacts in the data directory, one folder reused (its partial parse saves the start-up).
+        # dagster-dbt echoes dbt's log to stdout: kept off the commands' terminal; its summary goes to the run's log.
+        with contextlib.redirect_stdout(io.StringIO()) as echoed:
+            invocation = dbt.cli(args, context=context, raise_on_error=False, target_path=marts.dbt_target_path)
+            events = list(invocation.stream())
+    summary = _summary(echoed.getvalue())
     swapped_in = invocation.is_successful()
     if swapped_in:
         marts.swap_in()
-        context.log.info(f"marts built and swapped in: {marts.path}")
+        context.log.info(f"marts built and swapped in ({marts.path}): {summary}")
     else:
         marts.discard()
-        context.log.error("marts not swapped in: dbt reported an error (a failed ERROR test or model, in the "
-                          "checks and the log above); analysts keep the last good marts, the raw tables publish")
+        context.log.error(f"marts not swapped in: {summary}. Analysts keep the last good marts; the raw tables "
+                          f"publish. dbt's log: {marts.dbt_target_path / 'dbt.log'}")
     yield from _reported(context, events, swapped_in)
+
+
+def _summary(log: str) -> str:
+    """dbt's closing line (`Done. PASS=.. WARN=.. ERROR=..`) and the failures it lists, one line."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in log.splitlines()]
+    lines = [line for line in lines if line]
+    failures = [line for line in lines if line.startswith(("Failure in", "Error in", "Database Error", "Compilation Error"))]
+    done = next((line for line in reversed(lines) if line.startswith("Done.")), "dbt gave no summary")
+    return "; ".join([done, *failures[:10]])
 
 
 def _reported(context: dg.AssetExecutionContext, events: list[Any], swapped_in: bool) -> Iterator[Any]:

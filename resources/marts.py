@@ -22,6 +22,7 @@ from resources.sql import sql_literal
 
 MARTS_FILE = "marts.duckdb"  # the last good marts, swapped in whole
 BUILD_FILE = ".marts-build.duckdb"  # the build in progress
+DBT_TARGET = ".marts-dbt"  # dbt's artifacts and log of the last build
 MARTS_DATABASE = "marts"  # its name when attached to the analytics copy
 
 
@@ -40,6 +41,10 @@ class MartsResource(dg.ConfigurableResource):
     @property
     def build_path(self) -> Path:
         return Path(self.data_dir) / BUILD_FILE
+
+    @property
+    def dbt_target_path(self) -> Path:
+        return Path(self.data_dir) / DBT_TARGET
 
     def start_build(self) -> Path:
         """The build copy: the last good marts copied (kol_history grows from them), or a new file."""

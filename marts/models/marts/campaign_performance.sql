@@ -1,10 +1,10 @@
--- Volume-weighted rates per organization, campaign type and month (the month the campaign was sent, else
--- created): sums of the counts first, then one division, NULL where the denominator is 0.
+-- Volume-weighted rates per organization, campaign type and month (the month, in UTC, the campaign was sent,
+-- else created): sums of the counts first, then one division, NULL where the denominator is 0.
 with by_month as (
     select
         org,
         campaign_type,
-        date_trunc('month', coalesce(sent_at, created_at))::date as month,
+        date_trunc('month', coalesce(sent_at, created_at) at time zone 'UTC')::date as month,
         count(*) as campaigns,
         count(*) filter (where sent > 0) as campaigns_sent,
         sum(sent) as sent,
