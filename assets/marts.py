@@ -24,11 +24,13 @@ from typing import Any
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DbtCliResource, DbtProject, dbt_assets
 
+import marts as marts_package
+
 from resources.files import holding_lock
 from resources.marts import MartsResource
 from resources.warehouse import WarehouseResource
 
-MARTS_PROJECT_DIR = Path(__file__).resolve().parents[1] / "marts"
+MARTS_PROJECT_DIR = Path(marts_package.__file__).resolve().parent  # the dbt project, shipped as package data
 MARTS_GROUP = "marts"
 DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))  # the venv's, whatever PATH says
 SWAPPED_IN = "swapped_in"  # materialization metadata: whether this build became the marts analysts read

@@ -13,7 +13,8 @@ questions with yesterday's engagement.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import time
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -44,7 +45,9 @@ def stale_marts(instance: dg.DagsterInstance, graph: Any) -> list[dg.AssetKey]:
     return stale
 
 
-def build_marts_refresh_sensor(refresh_minutes: int) -> dg.SensorDefinition:
+def build_marts_refresh_sensor(refresh_minutes: int, clock: Callable[[], float] = time.time) -> dg.SensorDefinition:
+    """The sensor at a cadence of `refresh_minutes`; `clock` (seconds since the epoch) is the time it compares
+    the last build with."""
     @dg.sensor(
         name="marts_refresh_sensor",
         job_name=REFRESH_MARTS,
@@ -58,7 +61,7 @@ def build_marts_refresh_sensor(refresh_minutes: int) -> dg.SensorDefinition:
         stale = stale_marts(context.instance, graph)
         if not stale:
             return dg.SkipReason("the marts are up to date with the tables they read")
-        now = datetime.now(timezone.utc).timestamp()
+        now = clock()
         built = max((t for t in (_latest(context.instance, key) for key in MART_KEYS) if t is not None), default=None)
         if built is not None and now - built < refresh_minutes * 60:
             return dg.SkipReason(f"{len(stale)} mart(s) behind; the next build in "

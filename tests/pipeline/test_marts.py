@@ -63,6 +63,19 @@ def _service_engagement(service) -> dict[str, tuple[int, int, int]]:
     return {row[0]: tuple(row[1:]) for row in rows}
 
 
+def _expected_history(before: dict, after: dict, night_1: date, night_2: date) -> list[tuple]:
+    """kol_history's rows of a KOL the API showed as `before` on night 1 and `after` on night 2."""
+    def tracked(item: dict) -> tuple:
+        return item["tier"], item.get("institution"), item.get("engagement_level"), item["specialties"]
+
+    first = (before["tier"], before.get("engagement_level"), night_1)
+    if after["is_archived"]:
+        return [(*first, night_2, False, "archived")]
+    if tracked(after) != tracked(before):
+        return [(*first, night_2, False, "changed"), (after["tier"], after.get("engagement_level"), night_2, None, True, None)]
+    return [(*first, None, True, None)]
+
+
 def _expected_performance(service) -> list[tuple]:
     """campaign_performance computed from the API's campaign list: sums per type and month, then one division."""
     sums: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0, 0])
@@ -95,7 +108,8 @@ def test_two_nights_with_a_tier_change_an_archival_and_new_engagement_leave_the_
 
     monkeypatch.setenv(TIMEZONE_ENV, FIRST_NIGHT_ZONE)
     first = sync(stack.service, stack.data_dir, instance=stack.instance, enrich_details_limit=10)
-    tier_before = api_items(stack.service, KOLS)[ana["id"]]["tier"]
+    at_night_1 = api_items(stack.service, KOLS)
+    tier_before = at_night_1[ana["id"]]["tier"]
     new_tier = "tier_1" if tier_before != "tier_1" else "tier_2"
 
     # Between the nights: a tier change, an archival, a new campaign opened and clicked (webhooks applied).
@@ -132,15 +146,16 @@ def test_two_nights_with_a_tier_change_an_archival_and_new_engagement_leave_the_
     # campaign_performance: every row, as computed from the API's campaigns.
     assert query(stack.analytics, "SELECT * FROM campaign_performance ORDER BY ALL") == _expected_performance(stack.service)
 
-    # kol_history: Ana's old tier closed by the change, Ben's stretch closed by the archival, Cleo unchanged.
-    history = query(stack.analytics, "SELECT kol_id, tier, valid_from, valid_to, is_current, closed_reason FROM kol_history "
-                                     "ORDER BY kol_id, valid_from")
+    # kol_history: every KOL's rows as the service's two states give them (Ana's tier change, Ben's archival; the
+    # engagement a KOL showed moves the engagement level the service derives, a change too).
+    history = query(stack.analytics, "SELECT kol_id, tier, engagement_level, valid_from, valid_to, is_current, "
+                                     "closed_reason FROM kol_history ORDER BY kol_id, valid_from")
     by_kol = defaultdict(list)
     for kol_id, *rest in history:
         by_kol[kol_id].append(tuple(rest))
-    assert by_kol[ana["id"]] == [(tier_before, night_1, night_2, False, "changed"), (new_tier, night_2, None, True, None)]
-    assert by_kol[ben["id"]] == [(api[ben["id"]]["tier"], night_1, night_2, False, "archived")]
-    assert by_kol[cleo["id"]] == [(api[cleo["id"]]["tier"], night_1, None, True, None)]
+    assert dict(by_kol) == {kol_id: _expected_history(at_night_1[kol_id], api[kol_id], night_1, night_2) for kol_id in api}
+    assert by_kol[ana["id"]][-1][:2] == (new_tier, api[ana["id"]]["engagement_level"])
+    assert by_kol[ben["id"]][-1][-1] == "archived"
 
     # Every mart's columns carry their dbt description in analytics.duckdb.
     undocumented = query(stack.analytics, "SELECT table_name, column_name FROM duckdb_columns() WHERE table_name IN "
@@ -203,4 +218,6 @@ def test_dbt_unit_tests_of_the_rate_formulas_and_of_kol_history_pass_and_fail_wh
     yml = project / "models" / "marts" / "unit_tests.yml"
     yml.write_text(yml.read_text().replace("open_rate: 0.46", "open_rate: 0.3"))  # the mean of the campaign rates
     failed = dbt("test", "--select", "test_type:unit")
-    assert failed.returncode == 1 and "FAIL=1" in failed.stdout, failed.stdout[-3000:]
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    assert "Failure in unit_test campaign_performance_weights_rates_by_volume" in failed.stdout
+    assert "PASS=2" in failed.stdout  # kol_history's two still pass
