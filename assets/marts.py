@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster_dbt import DagsterDbtTranslator, DbtCliResource, DbtProject, dbt_assets
+from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
 
 import marts as marts_package
 
@@ -82,6 +82,15 @@ class MartsTranslator(DagsterDbtTranslator):
         name = dbt_resource_props["name"]
         return dg.AssetKey(["marts", "staging", name] if name.startswith("stg_") else ["marts", name])
 
+    def get_metadata(self, dbt_resource_props: Mapping[str, Any]) -> Mapping[str, Any]:
+        """dbt's metadata, the table named where analysts read it (the marts in analytics.duckdb; the staging views
+        only in the build file)."""
+        metadata = dict(super().get_metadata(dbt_resource_props))
+        if dbt_resource_props["resource_type"] == "model":
+            name = dbt_resource_props["name"]
+            metadata["dagster/table_name"] = f"marts.main.{name}" if name.startswith("stg_") else f"analytics.main.{name}"
+        return metadata
+
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
         return MARTS_GROUP
 
@@ -96,7 +105,8 @@ MARTS_PROJECT = marts_project()
 @dbt_assets(
     manifest=MARTS_PROJECT.manifest_path,
     project=MARTS_PROJECT,
-    dagster_dbt_translator=MartsTranslator(),
+    # Code references: the UI links each model to its SQL file.
+    dagster_dbt_translator=MartsTranslator(DagsterDbtTranslatorSettings(enable_code_references=True)),
     name="marts",
     pool="warehouse",
 )
