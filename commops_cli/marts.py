@@ -3,6 +3,8 @@ writes dbt's documentation site of the marts (one self-contained HTML page)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -101,8 +103,9 @@ def docs(data_dir: str | None) -> None:
         shutil.copyfile(marts_file, copy)
         variables = {"build_path": str(copy), "warehouse_path": str(published), "data_dir": str(data)}
         try:
-            dbt_cli(MARTS_PROJECT).cli(["docs", "generate", "--static", "--target", "pipeline", "--vars",
-                                        json.dumps(variables)], target_path=target).wait()
+            with contextlib.redirect_stdout(io.StringIO()):  # dbt's log: in marts-docs/dbt.log
+                dbt_cli(MARTS_PROJECT).cli(["docs", "generate", "--static", "--target", "pipeline", "--vars",
+                                            json.dumps(variables)], target_path=target).wait()
         except DagsterDbtCliRuntimeError as error:
             fail("docs", f"dbt docs generate failed: {str(error).splitlines()[0]}")
     page = target / "static_index.html"

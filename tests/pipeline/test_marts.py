@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections import defaultdict
 from datetime import date
 from pathlib import Path
@@ -221,3 +222,14 @@ def test_dbt_unit_tests_of_the_rate_formulas_and_of_kol_history_pass_and_fail_wh
     assert failed.returncode == 1, failed.stdout[-3000:]
     assert "Failure in unit_test campaign_performance_weights_rates_by_volume" in failed.stdout
     assert "PASS=2" in failed.stdout  # kol_history's two still pass
+
+
+def test_commops_docs_writes_the_marts_documentation_site_as_one_page(synced: Path):
+    done = subprocess.run([str(Path(sys.executable).with_name("commops")), "docs", "--data-dir", str(synced)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    page = synced / "marts-docs" / "static_index.html"
+    assert done.stdout.strip().splitlines() == [line for line in done.stdout.strip().splitlines()
+                                                if line.startswith("The marts' documentation:")]  # one line, no dbt log
+    text = page.read_text()
+    assert "kol_360" in text and "opens_90d + clicks_90d (each open and each click counts once)" in text
