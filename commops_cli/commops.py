@@ -5,7 +5,8 @@ shows each organization's state, `commops demo` does both end to end,
 `commops events apply` applies the inbox's pending events in-process, `commops reconcile` reconciles
 the KOLs with the CRM, `commops crm sandbox` serves a local Salesforce stand-in,
 `commops review` serves the CRM admins' page,
-`commops privacy locate|erase` finds and erases one physician's personal data."""
+`commops privacy locate|erase` finds and erases one physician's personal data, `commops marts build` rebuilds
+the analysts' marts, `commops docs` writes their documentation site."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from file_modes import restrict_umask
 from commops_cli.crm import crm, reconcile
 from commops_cli.events import events
 from commops_cli.local import demo, ui
+from commops_cli.marts import docs, marts
 from commops_cli.orgs import orgs
 from commops_cli.status import status
 from commops_cli.privacy import privacy
@@ -67,6 +69,8 @@ main.add_command(reconcile)
 main.add_command(crm)
 main.add_command(review)
 main.add_command(privacy)
+main.add_command(marts)
+main.add_command(docs)
 
 
 if __name__ == "__main__":

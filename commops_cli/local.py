@@ -28,6 +28,7 @@ def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
     from commops_cli.crm import reconcile_and_report
     from commops_cli.crm_sandbox import start_sandbox
     from commops_cli.local_service import ensure_seeded, start_local_service
+    from commops_cli.marts import build_and_report
 
     console = Console(width=None if sys.stdout.isatty() else 160)
     data = writable_data_dir("demo", data_dir)
@@ -45,6 +46,7 @@ def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
             console.print(f"Salesforce stand-in: {sandbox.standin.url} ({sandbox.contacts:,} contacts planted from the KOLs)")
             os.environ.update(sandbox.env)  # the CRM resource reads its secrets as dg.EnvVar
             reconcile_and_report("demo", data_dir=data)
+            build_and_report("demo", data_dir=data)  # the marts again, with the reconciliation's CRM status
             if not serve:
                 console.print(
                     f"The local service ({server.base_url}) and the Salesforce stand-in ({sandbox.standin.url}) stop "

@@ -14,6 +14,7 @@ from assets.crm import CRM_ASSETS
 from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
 from sync.catalog import CATALOG
+from assets.marts import MART_KEYS, MARTS_PROJECT, dbt_cli, marts
 from sync.progress import ProgressReporter
 from assets.warehouse import TABLE_ASSETS
 from assets.webhooks import WEBHOOK_ASSETS, webhook_events
@@ -21,6 +22,7 @@ from file_modes import restrict_umask
 from file_modes.data_dir import secure_data_dir
 from pipelines.jobs import JOBS
 from pipelines.retention import retention_job, retention_schedule
+from pipelines.marts_sensor import build_marts_refresh_sensor
 from pipelines.schedules import build_schedules
 from pipelines.sensors import SENSORS
 from resources.api import CommopsApiResource
@@ -28,6 +30,7 @@ from resources.crm import CrmSettings, NoCrmConfigured, build_crm_resource
 from resources.iceberg import IcebergResource
 from resources.webhooks import InboxResource
 from resources.lake import LakeResource
+from resources.marts import MartsResource
 from resources.orgs import DEFAULT_ORG, ORGS_URL_ENV, OrgsResource
 from resources.settings import API_KEY_ENV, ICEBERG_CATALOG_URL_ENV, Settings, load_settings
 from resources.warehouse import WarehouseResource
@@ -38,11 +41,12 @@ from resources.inbox import INBOX_URL_ENV
 CODE_LOCATION = "pipelines.definitions"
 
 WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
-# analytics.duckdb is published after the nightly tables or after the incremental job's merges.
+# analytics.duckdb is published after the nightly tables and marts, or after the incremental job's merges.
 ASSETS = [
     *SNAPSHOT_ASSETS,
     *WAREHOUSE_ASSETS,
-    build_analytics_asset([a.key for a in [*WAREHOUSE_ASSETS, webhook_events, *CRM_ASSETS]]),
+    marts,
+    build_analytics_asset([a.key for a in [*WAREHOUSE_ASSETS, webhook_events, *CRM_ASSETS]] + MART_KEYS),
     *WEBHOOK_ASSETS,
     *CRM_ASSETS,
 ]
@@ -78,6 +82,8 @@ def build_resources(
         ),
         "lake": LakeResource(data_dir=data_dir, url=settings.lake_url),
         "warehouse": WarehouseResource(data_dir=data_dir),
+        "marts": MartsResource(data_dir=data_dir),
+        "dbt": dbt_cli(MARTS_PROJECT),
         "iceberg": IcebergResource(
             catalog_url=dg.EnvVar(ICEBERG_CATALOG_URL_ENV) if os.environ.get(ICEBERG_CATALOG_URL_ENV) else None,
             warehouse=settings.iceberg_warehouse,
@@ -108,7 +114,7 @@ def make_definitions(settings: Settings, resources: dict[str, Any] | None = None
         jobs=[*JOBS, retention_job],
         schedules=[*build_schedules(settings.timezone, crm_configured=not isinstance(resources["crm"], NoCrmConfigured)),
                    retention_schedule(settings.timezone)],
-        sensors=SENSORS,
+        sensors=[*SENSORS, build_marts_refresh_sensor(settings.marts_refresh_minutes)],
         resources=resources,
     )
 

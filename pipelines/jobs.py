@@ -1,7 +1,9 @@
 """Jobs: `nightly_sync` materializes the whole snapshot graph for one snapshot date (the day the
 run was created); `apply_webhook_events` applies a batch of webhook events from the inbox
 (requested by `webhook_events_sensor`, or run by `commops events apply`); `crm_reconciliation`
-reconciles the warehouse's KOLs with the CRM (its schedule, or `commops reconcile`)."""
+reconciles the warehouse's KOLs with the CRM (its schedule, or `commops reconcile`); `refresh_marts` rebuilds
+the analysts' marts and publishes them (requested by `marts_refresh_sensor` after webhook and CRM runs, or run
+by `commops marts build`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pipelines.hooks import count_step_failure
 NIGHTLY_SYNC = "nightly_sync"
 APPLY_WEBHOOK_EVENTS = "apply_webhook_events"
 CRM_RECONCILIATION = "crm_reconciliation"
+REFRESH_MARTS = "refresh_marts"
 
 _WEBHOOK_ONLY = dg.AssetSelection.assets(WEBHOOK_EVENTS_KEY, APPLIED_KEY)
 _CRM = dg.AssetSelection.groups("crm")
@@ -46,4 +49,13 @@ crm_reconciliation = dg.define_asset_job(
     "the write-back, publish analytics.duckdb.",
 )
 
-JOBS = [nightly_sync, apply_webhook_events, crm_reconciliation]
+# Not partitioned: the marts span every organization. A request may select the marts that read what changed.
+refresh_marts = dg.define_asset_job(
+    REFRESH_MARTS,
+    selection=dg.AssetSelection.groups("marts") | dg.AssetSelection.assets(["analytics"]),
+    executor_def=dg.in_process_executor,
+    description="Rebuild the analysts' marts (dbt) from the warehouse as it stands, swap them in when their ERROR "
+    "tests pass, publish analytics.duckdb.",
+)
+
+JOBS = [nightly_sync, apply_webhook_events, crm_reconciliation, refresh_marts]

@@ -63,6 +63,8 @@ class Settings(BaseSettings):
     events_max_attempts: int = Field(
         default=DEFAULT_MAX_ATTEMPTS, ge=1, description="Failed applications before a webhook event is quarantined."
     )
+    # The marts follow webhook and CRM runs at most this often (pipelines/marts_sensor.py); the nightly builds them too.
+    marts_refresh_minutes: int = Field(default=15, ge=1, description="Minutes between marts rebuilds after incremental runs.")
     # Shared storage (docs/deploy.md). Credentials are never settings: the AWS SDK reads AWS_* itself, and
     # the Iceberg catalog's URL (it may hold a password) reaches its resource only as a dg.EnvVar.
     lake_url: str | None = Field(default=None, description="s3://bucket/prefix: the lake on object storage.")

@@ -30,6 +30,7 @@ from pydantic import PrivateAttr
 from resources.background_writer import BackgroundWriter
 from resources.digest import DIGEST_COLUMN, DIGEST_COMMENT, content_fields, digest_sql
 from resources.files import holding_lock, pid_alive
+from resources.marts import MARTS_FILE, copy_marts_into
 from resources.orgs import DEFAULT_ORG
 from resources.sql import sql_literal
 
@@ -542,20 +543,39 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def publish_analytics(self, log: Any = None) -> Path:
         """Copy the warehouse to analytics.duckdb atomically (under the writer lock, so no write is
-        half in the copy). An analyst holding the old analytics.duckdb keeps reading the old inode
-        undisturbed; a new connection opens the new file."""
+        half in the copy), with the last good marts' tables added (resources/marts.py). An analyst holding
+        the old analytics.duckdb keeps reading the old inode undisturbed; a new connection opens the new file."""
         temp = self.analytics_path.with_name(f".{ANALYTICS_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
         with self._exclusive_lock(log):
             if not self.path.exists():  # nothing written yet: publish an empty warehouse
                 self._connect().close()
             try:
                 shutil.copyfile(self.path, temp)
+                self._add_marts(temp)
                 with open(temp, "rb") as handle:
                     os.fsync(handle.fileno())
                 os.replace(temp, self.analytics_path)
             finally:
                 temp.unlink(missing_ok=True)
         return self.analytics_path
+
+    def _add_marts(self, copy: Path) -> None:
+        marts = Path(self.data_dir) / MARTS_FILE
+        if not marts.exists():
+            return
+        conn = duckdb.connect(str(copy), config={"memory_limit": self.memory_limit, "threads": self.threads})
+        try:
+            copy_marts_into(conn, marts)
+            conn.execute("CHECKPOINT")
+        finally:
+            conn.close()
+
+    @contextmanager
+    def locked(self, log: Any = None) -> Iterator[None]:
+        """The writer lock alone, for a process that reads the warehouse file itself (the marts' dbt build,
+        which attaches it read-only): no sync writes meanwhile, and it never finds the file open."""
+        with self._exclusive_lock(log):
+            yield
 
     def _connect(self, *, threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
         conn = duckdb.connect(

@@ -170,7 +170,7 @@ SIGNALS = ResourceSpec(
                 ("signal_id", "VARCHAR", "Signal identifier (signals.id)"),
                 ("product_id", "VARCHAR", "Product identifier (products.id)"),
                 ("product_name", "VARCHAR", "Product name as the signal names it"),
-                ("relevance_type", "VARCHAR", "Kind of relevance"),
+                ("relevance_type", "VARCHAR", "Kind of relevance: direct, competitor, same_category or indication (as the service sends it; the spec lists no values)"),
                 ("relevance_score", "DOUBLE", "Relevance score"),
             ),
             select_sql=(

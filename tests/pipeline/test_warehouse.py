@@ -152,20 +152,29 @@ def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_s
     warehouse = {f"warehouse/{n}" for n in names} | {"warehouse/kol_details"}
     webhooks = {"warehouse/webhook_events", "webhooks/applied"}
     crm = {"crm/contacts", "crm/kol_reconciliation", "crm/writeback"}
-    assert keys == {f"lake/{n}" for n in names} | warehouse | {"analytics"} | webhooks | crm
+    marts = {f"marts/{m}" for m in ("kol_360", "campaign_funnel", "campaign_performance", "product_market_matrix",
+                                    "kol_history")}
+    staging = {key for key in keys if key.startswith("marts/staging/")}
+    assert keys == {f"lake/{n}" for n in names} | warehouse | {"analytics"} | webhooks | crm | marts | staging
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
         assert node.group_name == ("webhooks" if key.to_user_string() in webhooks else key.path[0])
         assert node.pools == (set() if key.path[0] in ("lake", "webhooks") else {"warehouse"})
     # analytics.duckdb is published once per run, after every warehouse write: lineage says what analysts read
     assert {k.to_user_string() for k in graph.get(dg.AssetKey(["analytics"])).parent_keys} == (
-        warehouse | {"warehouse/webhook_events"} | crm
+        warehouse | {"warehouse/webhook_events"} | crm | marts
     )
     for key in graph.get_all_asset_keys() - {dg.AssetKey(["analytics"]), dg.AssetKey(["webhooks", "applied"])}:
+        if key.to_user_string() in staging:
+            continue  # dbt staging views: renames, documented by their model
         metadata = graph.get(key).metadata
         assert "dagster/column_schema" in metadata
         if key.path[0] == "crm":
             continue  # hand-written assets: their own source is the reference
+        if key.path[0] == "marts":  # dbt models: their SQL file
+            (reference,) = metadata["dagster/code_references"].code_references
+            assert reference.file_path.endswith(f"/{key.path[-1]}.sql")
+            continue
         (reference,) = metadata["dagster/code_references"].code_references
         assert reference.file_path.endswith("sync/catalog.py") and reference.line_number
     schedule = defs.resolve_schedule_def("nightly_sync_schedule")
@@ -175,7 +184,7 @@ def test_definitions_load_with_the_asset_graph_the_pools_and_a_running_nightly_s
     # Partitioned by organization only: no backfill of past days offered.
     assert defs.resolve_job_def("nightly_sync").partitions_def == dg.DynamicPartitionsDefinition(name="orgs")
     nightly = set(defs.resolve_job_def("nightly_sync").graph.node_names())
-    assert "analytics" in nightly and not {"warehouse__webhook_events", "webhooks__applied"} & nightly
+    assert {"analytics", "marts"} <= nightly and not {"warehouse__webhook_events", "webhooks__applied"} & nightly
     assert not {name for name in nightly if name.startswith("crm__")}  # a CRM outage never fails the nightly sync
     assert set(defs.resolve_job_def("crm_reconciliation").graph.node_names()) == {
         "crm__contacts", "crm__kol_reconciliation", "crm__writeback", "analytics"

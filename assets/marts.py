@@ -1,0 +1,161 @@
+"""The analysts' marts: the dbt project in marts/ as Dagster assets (dagster-dbt).
+
+Every dbt model is an asset (`marts/<model>`, staging views `marts/staging/<model>`) downstream of the
+warehouse tables its sources name (marts/models/sources.yml), and every dbt data test an asset check. The
+build runs under the warehouse's writer lock, reading the warehouse attached read-only, into a copy of the last
+good marts (resources/marts.py); the copy is swapped in only when dbt reports no ERROR (its ERROR tests
+passed, every model built). A failed build leaves the last good marts to `analytics`, which publishes the raw
+tables either way: so the checks do not block in Dagster's sense (that would skip `analytics`), the swap is
+the gate, and every model of the step reports a materialization saying whether it was swapped in.
+"""
+
+
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
+
+import marts as marts_package
+
+from resources.files import holding_lock
+from resources.marts import MartsResource
+from resources.warehouse import WarehouseResource
+
+MARTS_PROJECT_DIR = Path(marts_package.__file__).resolve().parent  # the dbt project, shipped as package data
+MARTS_GROUP = "marts"
+DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))  # the venv's, whatever PATH says
+SWAPPED_IN = "swapped_in"  # materialization metadata: whether this build became the marts analysts read
+
+
+def marts_project() -> DbtProject:
+    """The dbt project, its manifest parsed when missing or older than a file of the project (so every
+    process that loads the code location, `commops` and the tests included, finds one that matches)."""
+    project = DbtProject(project_dir=MARTS_PROJECT_DIR, profiles_dir=MARTS_PROJECT_DIR)
+    if _manifest_is_stale(project):
+        with holding_lock(project.manifest_path.with_name(".parse.lock"), on_wait=lambda holder: None):
+            if _manifest_is_stale(project):  # another process may have parsed it while this one waited
+                _parse(project)
+    return project
+
+
+def _parse(project: DbtProject) -> None:
+    """`dbt parse`, its output kept off the commands' terminal; a failure raised in one line (dbt's error)."""
+    done = subprocess.run([DBT_EXECUTABLE, "parse", "--quiet", "--project-dir", str(project.project_dir),
+                           "--profiles-dir", str(project.profiles_dir), "--target-path", str(project.manifest_path.parent)],
+                          capture_output=True, text=True, env={**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
+    if done.returncode != 0:
+        lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+        raise RuntimeError(f"dbt could not parse the marts project {project.project_dir}: "
+                           f"{lines[-1] if lines else 'exit ' + str(done.returncode)}")
+
+
+def dbt_cli(project: DbtProject) -> DbtCliResource:
+    return DbtCliResource(project_dir=project, dbt_executable=DBT_EXECUTABLE)
+
+
+def _manifest_is_stale(project: DbtProject) -> bool:
+    if not project.manifest_path.exists():
+        return True
+    parsed = project.manifest_path.stat().st_mtime
+    sources = [p for folder in ("models", "macros", "tests") for p in (project.project_dir / folder).rglob("*")]
+    sources += [project.project_dir / "dbt_project.yml", project.project_dir / "profiles.yml"]
+    return any(p.is_file() and p.stat().st_mtime > parsed for p in sources)
+
+
+class MartsTranslator(DagsterDbtTranslator):
+    """Models under `marts/` (staging views under `marts/staging/`), in the `marts` group; sources keep the
+    asset keys their meta names (the warehouse tables). dbt's ERROR tests stay ERROR checks but do not block
+    (see the module's docstring)."""
+
+    def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> dg.AssetKey:
+        if dbt_resource_props["resource_type"] == "source":
+            return super().get_asset_key(dbt_resource_props)
+        name = dbt_resource_props["name"]
+        return dg.AssetKey(["marts", "staging", name] if name.startswith("stg_") else ["marts", name])
+
+    def get_metadata(self, dbt_resource_props: Mapping[str, Any]) -> Mapping[str, Any]:
+        """dbt's metadata, the table named where analysts read it (the marts in analytics.duckdb; the staging views
+        only in the build file)."""
+        metadata = dict(super().get_metadata(dbt_resource_props))
+        if dbt_resource_props["resource_type"] == "model":
+            name = dbt_resource_props["name"]
+            metadata["dagster/table_name"] = f"marts.main.{name}" if name.startswith("stg_") else f"analytics.main.{name}"
+        return metadata
+
+    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
+        return MARTS_GROUP
+
+    def get_asset_check_spec(self, asset_spec, manifest, unique_id, project) -> dg.AssetCheckSpec | None:
+        spec = super().get_asset_check_spec(asset_spec, manifest, unique_id, project)
+        return None if spec is None else spec._replace(blocking=False)
+
+
+MARTS_PROJECT = marts_project()
+
+
+@dbt_assets(
+    manifest=MARTS_PROJECT.manifest_path,
+    project=MARTS_PROJECT,
+    # Code references: the UI links each model to its SQL file.
+    dagster_dbt_translator=MartsTranslator(DagsterDbtTranslatorSettings(enable_code_references=True)),
+    name="marts",
+    pool="warehouse",
+)
+def marts(context: dg.AssetExecutionContext, dbt: DbtCliResource, marts: MartsResource,
+          warehouse: WarehouseResource) -> Iterator[Any]:
+    marts.start_build()
+    args = ["build", "--target", "pipeline", "--exclude-resource-type", "unit_test",
+            "--vars", json.dumps(marts.dbt_vars(warehouse.path))]
+    with warehouse.locked(context.log):
+        # dbt's logs and artifacts in the data directory, one folder reused (its partial parse saves the start-up).
+        # dagster-dbt echoes dbt's log to stdout: kept off the commands' terminal; its summary goes to the run's log.
+        with contextlib.redirect_stdout(io.StringIO()) as echoed:
+            invocation = dbt.cli(args, context=context, raise_on_error=False, target_path=marts.dbt_target_path)
+            events = list(invocation.stream())
+    summary = _summary(echoed.getvalue())
+    swapped_in = invocation.is_successful()
+    if swapped_in:
+        marts.swap_in()
+        context.log.info(f"marts built and swapped in ({marts.path}): {summary}")
+    else:
+        marts.discard()
+        context.log.error(f"marts not swapped in: {summary}. Analysts keep the last good marts; the raw tables "
+                          f"publish. dbt's log: {marts.dbt_target_path / 'dbt.log'}")
+    yield from _reported(context, events, swapped_in)
+
+
+def _summary(log: str) -> str:
+    """dbt's closing line (`Done. PASS=.. WARN=.. ERROR=..`) and the failures it lists, one line."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in log.splitlines()]
+    lines = [line for line in lines if line]
+    failures = [line for line in lines if line.startswith(("Failure in", "Error in", "Database Error", "Compilation Error"))]
+    done = next((line for line in reversed(lines) if line.startswith("Done.")), "dbt gave no summary")
+    return "; ".join([done, *failures[:10]])
+
+
+def _reported(context: dg.AssetExecutionContext, events: list[Any], swapped_in: bool) -> Iterator[Any]:
+    """dbt's events, each model's materialization saying whether the build was swapped in; a selected model
+    dbt did not build (it failed, or was skipped after a failure) reports one too, not built, so `analytics`
+    still runs: it publishes the last good marts."""
+    built = set()
+    for event in events:
+        if isinstance(event, dg.Output):
+            built.add(context.assets_def.keys_by_output_name[event.output_name])
+            yield event.with_metadata({**event.metadata, SWAPPED_IN: swapped_in})
+        else:
+            yield event
+    for key in sorted(context.selected_asset_keys - built, key=lambda k: k.path):
+        yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_key(key),
+                        metadata={SWAPPED_IN: False, "built": False})
+
+
+MART_KEYS = [key for key in marts.keys if len(key.path) == 2]  # the marts analytics.duckdb publishes

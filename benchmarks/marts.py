@@ -1,0 +1,194 @@
+"""Benchmark: the marts' dbt build at 100k and 1M KOLs, wall time and peak RSS, dbt's fixed start-up apart.
+
+    .venv/bin/python benchmarks/marts.py [--kols 100000] [--runs 3] [--keep DIR]
+
+Fills a warehouse of its own (the pipeline's tables, made by WarehouseResource.ensure_table, rows generated in
+DuckDB) at the nightly benchmark's shares: per 100k KOLs, a detail row each, 5,000 campaigns, 500 products in 5
+markets, 100,000 signals naming 2 products each, 100,000 webhook engagement rows (opens and clicks) and a CRM
+reconciliation row per KOL; the lake holds one KOL snapshot (night 1). Then, each in a child process (its own
+peak RSS):
+- `first night`: `dbt build` of every mart into an empty build file, as the pipeline runs it (target pipeline);
+- `second night`: a second snapshot with 1% of the KOLs changed (tier) and 0.1% gone, built into a copy of the
+  first night's marts: kol_history adds only what changed (its own time from dbt's run_results.json);
+- `fixed`: the same build over a warehouse of one row per table: dbt's start-up, parse and per-model cost.
+Medians of --runs. The nightly sync's own figures (docs/benchmarks-findings.md: 7.74 s at 100k, 95.58 s at 1M)
+are the yardstick: the aim is the marts within 10% of the nightly at 1M, within the build's memory limit (1 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from assets.marts import DBT_EXECUTABLE, MARTS_PROJECT_DIR  # noqa: E402
+from resources.lake import LakeResource  # noqa: E402
+from resources.marts import MartsResource  # noqa: E402
+from resources.warehouse import WarehouseResource  # noqa: E402
+from sync.catalog import CAMPAIGN_ENGAGEMENT, CATALOG, KOL_DETAILS, KOLS  # noqa: E402
+
+NIGHT_1, NIGHT_2 = "2026-11-01", "2026-11-02"
+CHILD = """
+import resource, subprocess, sys, time
+started = time.monotonic()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+seconds = time.monotonic() - started
+if done.returncode != 0:
+    sys.exit(done.stdout[-4000:] + done.stderr[-2000:])
+print(f"{seconds} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}")
+"""
+
+
+def fill(data_dir: Path, kols: int) -> None:
+    """A warehouse of `kols` KOLs and the rest at the benchmark's shares, and the lake's night-1 KOL snapshot."""
+    from crm import tables as crm_tables
+
+    warehouse = WarehouseResource(data_dir=str(data_dir), memory_limit="1GB", threads=2)
+    campaigns, products, signals = max(kols // 20, 1), max(kols // 200, 1), kols
+    with warehouse.writer() as session:
+        conn = session.conn
+        for spec in (*CATALOG, KOL_DETAILS, CAMPAIGN_ENGAGEMENT):
+            session.ensure_table(spec)
+        crm_tables.ensure_tables(conn)
+        conn.execute(f"""INSERT INTO kols BY NAME SELECT 'default' AS org, printf('kol_%016x', i) AS id,
+            'KOL ' || i AS full_name, 'Dr.' AS title, 'Institution ' || (i % 997) AS institution,
+            [['cardiology', 'neurology', 'oncology'][1 + i % 3]] AS specialties, ['tier_1', 'tier_2', 'tier_3'][1 + i % 3] AS tier,
+            ['high', 'medium', 'low'][1 + i % 3] AS engagement_level, 'kol' || i || '@example.org' AS email,
+            {{'city': 'City ' || (i % 101), 'state': NULL, 'country': 'DE'}} AS location, false AS is_archived,
+            TIMESTAMPTZ '2025-01-01' AS created_at, TIMESTAMPTZ '2026-10-01' AS updated_at, now() AS _fetched_at,
+            DATE '{NIGHT_1}' AS _snapshot_date, now() AS _loaded_at FROM range({kols}) t(i)""")
+        conn.execute("""INSERT INTO kol_details BY NAME SELECT org, id, 'A bio of ' || full_name AS bio, 'notes' AS notes,
+            ['devices'] AS research_interests, {'total_events': 3, 'total_campaigns': 2, 'email_open_rate': 0.4,
+            'response_rate': 0.1, 'h_index': 12, 'publications_count': 40} AS metrics, updated_at, now() AS enriched_at,
+            now() AS _fetched_at, _snapshot_date, now() AS _loaded_at FROM kols""")
+        conn.execute(f"""INSERT INTO campaigns BY NAME SELECT 'default' AS org, printf('cmp_%016x', i) AS id,
+            'Campaign ' || i AS name, ['product_update', 'event_invitation', 'new_product_launch', 'newsletter', 'custom'][1 + i % 5] AS type,
+            ['draft', 'active', 'paused', 'completed'][1 + i % 4] AS status, 200 AS audience_count,
+            {{'sent': 200 * (i % 4 > 0)::INT, 'delivered': 190 * (i % 4 > 0)::INT, 'opened': 60 * (i % 4 > 0)::INT,
+              'clicked': 12 * (i % 4 > 0)::INT, 'open_rate': 0.3, 'click_rate': 0.06}} AS metrics,
+            TIMESTAMPTZ '2025-01-01' + to_days((i % 600)::INT) AS created_at,
+            CASE WHEN i % 4 > 0 THEN TIMESTAMPTZ '2025-01-02' + to_days((i % 600)::INT) END AS sent_at,
+            now() AS _fetched_at, DATE '{NIGHT_1}' AS _snapshot_date, now() AS _loaded_at FROM range({campaigns}) t(i)""")
+        conn.execute(f"""INSERT INTO products BY NAME SELECT 'default' AS org, printf('prd_%016x', i) AS id,
+            'Product ' || i AS name, 'active' AS status, 'cleared' AS regulatory_status,
+            MAP {{'US': {{'status': 'approved', 'clearance_number': 'K' || i, 'ce_mark': NULL}},
+                  'EU': {{'status': 'approved', 'clearance_number': NULL, 'ce_mark': true}},
+                  'CN': {{'status': 'under_review', 'clearance_number': NULL, 'ce_mark': NULL}},
+                  'JP': {{'status': 'approved', 'clearance_number': NULL, 'ce_mark': NULL}},
+                  'IN': {{'status': 'under_review', 'clearance_number': NULL, 'ce_mark': NULL}}}} AS market_status,
+            TIMESTAMPTZ '2024-01-01' AS created_at, TIMESTAMPTZ '2026-01-01' AS updated_at, now() AS _fetched_at,
+            DATE '{NIGHT_1}' AS _snapshot_date, now() AS _loaded_at FROM range({products}) t(i)""")
+        conn.execute(f"""INSERT INTO signals BY NAME SELECT 'default' AS org, printf('sig_%016x', i) AS id,
+            'Signal ' || i AS title, {{'level': ['critical', 'high', 'medium', 'low'][1 + i % 4], 'score': 0.5,
+            'categories': ['regulatory']}} AS impact,
+            [{{'product_id': printf('prd_%016x', i % {products}), 'product_name': 'P', 'relevance_type': 'direct', 'relevance_score': 0.9}},
+             {{'product_id': printf('prd_%016x', (i + 7) % {products}), 'product_name': 'P', 'relevance_type': 'competitor', 'relevance_score': 0.5}}] AS product_relevance,
+            now() - to_days((i % 120)::INT) AS published_at, now() AS fetched_at, now() AS _fetched_at,
+            DATE '{NIGHT_1}' AS _snapshot_date, now() AS _loaded_at FROM range({signals}) t(i)""")
+        conn.execute(f"""INSERT INTO campaign_engagement BY NAME SELECT 'default' AS org, printf('wh_evt_%016x', i) AS event_id,
+            CASE WHEN i % 5 = 0 THEN 'campaign.link_clicked' ELSE 'campaign.email_opened' END AS event,
+            printf('cmp_%016x', i % {campaigns}) AS campaign_id, printf('kol_%016x', (i * 7) % {kols}) AS kol_id,
+            now() - to_days((i % 100)::INT) AS occurred_at, now() AS received_at, now() AS _loaded_at FROM range({kols}) t(i)""")
+        conn.execute("""INSERT INTO kol_crm_reconciliation BY NAME SELECT org, 'run' AS run_id, now() AS reconciled_at,
+            CASE WHEN hash(id) % 10 = 0 THEN 'missing_in_crm' ELSE 'matched' END AS status, id AS kol_id, true AS kol_primary,
+            '003' || id AS crm_id, false AS needs_review FROM kols""")
+        _snapshot(conn, data_dir, NIGHT_1, "SELECT * EXCLUDE (org, _snapshot_date, _loaded_at, _digest) FROM kols")
+        session.ensure_history_view(KOLS, LakeResource.relative_glob("kols"))
+
+
+def _snapshot(conn, data_dir: Path, night: str, select: str) -> None:
+    folder = data_dir / "lake" / "org=default" / "kols" / f"snapshot_date={night}"
+    folder.mkdir(parents=True, exist_ok=True)
+    conn.execute(f"COPY ({select}) TO '{folder / 'data.parquet'}' (FORMAT parquet)")
+
+
+def second_night(data_dir: Path) -> None:
+    """Night 2's snapshot: 1% of the KOLs another tier, 0.1% gone."""
+    warehouse = WarehouseResource(data_dir=str(data_dir), memory_limit="1GB", threads=2)
+    with warehouse.writer() as session:
+        _snapshot(session.conn, data_dir, NIGHT_2,
+                  "SELECT * EXCLUDE (org, _snapshot_date, _loaded_at, _digest) REPLACE (CASE WHEN hash(id) % 100 = 0 "
+                  "THEN 'tier_1' ELSE tier END AS tier) FROM kols WHERE hash(id) % 1000 <> 7")
+
+
+def build(data_dir: Path, marts_from: Path | None) -> dict:
+    """One `dbt build` as the pipeline runs it, in a child process: seconds, peak RSS, kol_history's own seconds."""
+    marts = MartsResource(data_dir=str(data_dir))
+    marts.discard()
+    if marts_from is not None:
+        shutil.copyfile(marts_from, marts.build_path)
+    target = data_dir / ".marts-dbt"
+    args = [DBT_EXECUTABLE, "build", "--target", "pipeline", "--exclude-resource-type", "unit_test",
+            "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR), "--target-path", str(target),
+            "--vars", json.dumps(marts.dbt_vars(WarehouseResource(data_dir=str(data_dir)).path))]
+    done = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"dbt build failed: {done.stderr[-4000:]}")
+    seconds, rss_kb = done.stdout.split()
+    results = json.loads((target / "run_results.json").read_text())["results"]
+    history = next(r["execution_time"] for r in results if r["unique_id"].endswith(".kol_history"))
+    return {"seconds": float(seconds), "rss_mb": int(rss_kb) / 1024, "kol_history_seconds": history,
+            "build_path": marts.build_path}
+
+
+def median_of(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kols", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="Fill this directory (kept) instead of a temporary one.")
+    options = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as scratch:
+        base = options.keep or Path(scratch)
+        small, full = base / "fixed", base / "full"
+        for folder, kols in ((small, 1), (full, options.kols)):
+            shutil.rmtree(folder, ignore_errors=True)
+            started = time.monotonic()
+            fill(folder, kols)
+            print(f"filled {kols:,} KOLs in {time.monotonic() - started:.1f} s", flush=True)
+        second_night(full)
+        night_2 = full / "lake" / "org=default" / "kols" / f"snapshot_date={NIGHT_2}"
+        aside = full / "night-2-aside"
+        first_nights, fixed, second_nights = [], [], []
+        for run in range(options.runs):
+            fixed.append(build(small, None))
+            night_2.rename(aside)  # the first night sees its own snapshot only
+            first = build(full, None)
+            aside.rename(night_2)
+            first_nights.append(first)
+            night_1 = full / "marts-night-1.duckdb"
+            shutil.copyfile(first["build_path"], night_1)
+            second_nights.append(build(full, night_1))
+            print(f"run {run + 1}: fixed {fixed[-1]['seconds']:.2f} s, first night {first['seconds']:.2f} s "
+                  f"({first['rss_mb']:.0f} MB), second night {second_nights[-1]['seconds']:.2f} s "
+                  f"(kol_history {second_nights[-1]['kol_history_seconds']:.2f} s)", flush=True)
+        size = (full / "marts-night-1.duckdb").stat().st_size / 1e6
+        print(json.dumps({
+            "kols": options.kols,
+            "fixed_seconds": round(median_of(fixed, "seconds"), 2),
+            "fixed_rss_mb": round(median_of(fixed, "rss_mb")),
+            "first_night_seconds": round(median_of(first_nights, "seconds"), 2),
+            "first_night_rss_mb": round(median_of(first_nights, "rss_mb")),
+            "first_night_kol_history_seconds": round(median_of(first_nights, "kol_history_seconds"), 2),
+            "second_night_seconds": round(median_of(second_nights, "seconds"), 2),
+            "second_night_rss_mb": round(median_of(second_nights, "rss_mb")),
+            "second_night_kol_history_seconds": round(median_of(second_nights, "kol_history_seconds"), 2),
+            "marts_file_mb": round(size, 1),
+        }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+-- One row per organization, product and market: its regulatory status there, and the signals that named the
+-- product recently (of which high impact: critical or high).
+with product_signals as (
+    select
+        org,
+        product_id,
+        count(distinct signal_id) filter (where published_at >= current_timestamp - to_days({{ var('recent_days') }})) as signals_30d,
+        count(distinct signal_id) filter (where published_at >= current_timestamp - to_days({{ var('longer_days') }})) as signals_90d,
+        count(distinct signal_id) filter (where published_at >= current_timestamp - to_days({{ var('recent_days') }})
+                                          and impact_level in ('critical', 'high')) as high_impact_signals_30d,
+        count(distinct signal_id) filter (where published_at >= current_timestamp - to_days({{ var('longer_days') }})
+                                          and impact_level in ('critical', 'high')) as high_impact_signals_90d,
+        max(published_at) as last_signal_at
+    from {{ ref('stg_signal_products') }}
+    group by org, product_id
+)
+
+select
+    m.org,
+    m.product_id,
+    m.product_name,
+    m.product_status,
+    m.market,
+    m.market_status,
+    m.clearance_number,
+    m.ce_mark,
+    m.regulatory_status,
+    m.created_at,
+    m.updated_at,
+    coalesce(s.signals_30d, 0) as signals_30d,
+    coalesce(s.signals_90d, 0) as signals_90d,
+    coalesce(s.high_impact_signals_30d, 0) as high_impact_signals_30d,
+    coalesce(s.high_impact_signals_90d, 0) as high_impact_signals_90d,
+    s.last_signal_at
+from {{ ref('stg_product_markets') }} as m
+left join product_signals as s using (org, product_id)

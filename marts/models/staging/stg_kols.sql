@@ -1,0 +1,22 @@
+select
+    org,
+    id as kol_id,
+    full_name,
+    title,
+    institution,
+    department,
+    specialties,
+    tier,
+    engagement_level,
+    location.city as city,
+    location.country as country,
+    bio,
+    notes,
+    social,
+    research_interests,
+    is_archived,
+    created_at,
+    updated_at,
+    _fetched_at as last_seen_at,
+    _snapshot_date as last_snapshot_date
+from {{ source('warehouse', 'kols') }}

@@ -1,0 +1,93 @@
+"""The analysts' marts on disk: the last good build, the build copy beside it, the swap, and their copy into
+analytics.duckdb.
+
+dbt (the project in marts/) never writes the file analysts read, nor the warehouse: it builds into a copy of
+the last good marts (`.marts-build.duckdb`, so kol_history's incremental rows build on the previous night's),
+reading the warehouse attached read-only under the writer lock. Only a build whose ERROR tests all passed is
+renamed over `marts.duckdb`; a failed one is deleted, and analysts keep the last good marts. Publishing
+(WarehouseResource.publish_analytics) copies the marts' tables, comments included, into analytics.duckdb
+beside the warehouse's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+
+from resources.sql import sql_literal
+
+MARTS_FILE = "marts.duckdb"  # the last good marts, swapped in whole
+BUILD_FILE = ".marts-build.duckdb"  # the build in progress
+DBT_TARGET = ".marts-dbt"  # dbt's artifacts and log of the last build
+MARTS_DATABASE = "marts"  # its name when attached to the analytics copy
+
+
+class MartsResource(dg.ConfigurableResource):
+    """Where the marts are built and kept, and DuckDB's settings for the build."""
+
+    data_dir: str
+    # The marts join whole tables (1M KOLs with their details, engagement and CRM rows): more room than a merge.
+    memory_limit: str = "1GB"
+    threads: int = 2
+
+    @property
+    def path(self) -> Path:
+        return Path(self.data_dir) / MARTS_FILE
+
+    @property
+    def build_path(self) -> Path:
+        return Path(self.data_dir) / BUILD_FILE
+
+    @property
+    def dbt_target_path(self) -> Path:
+        return Path(self.data_dir) / DBT_TARGET
+
+    def start_build(self) -> Path:
+        """The build copy: the last good marts copied (kol_history grows from them), or a new file."""
+        self.build_path.unlink(missing_ok=True)
+        Path(f"{self.build_path}.wal").unlink(missing_ok=True)
+        if self.path.exists():
+            shutil.copyfile(self.path, self.build_path)
+        return self.build_path
+
+    def dbt_vars(self, warehouse_path: Path) -> dict[str, str | int]:
+        """The --vars of the dbt project's `pipeline` target (marts/profiles.yml)."""
+        return {"build_path": str(self.build_path), "warehouse_path": str(warehouse_path),
+                "data_dir": str(Path(self.data_dir)), "memory_limit": self.memory_limit, "threads": self.threads}
+
+    def swap_in(self) -> None:
+        """The build becomes the last good marts (an atomic rename: a publish reading the old file keeps it)."""
+        with open(self.build_path, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(self.build_path, self.path)
+
+    def discard(self) -> None:
+        self.build_path.unlink(missing_ok=True)
+        Path(f"{self.build_path}.wal").unlink(missing_ok=True)
+
+
+def copy_marts_into(conn: duckdb.DuckDBPyConnection, marts_path: Path) -> list[str]:
+    """Copy every table of the marts file (not the staging views: they read the warehouse by another name)
+    into `conn`'s database, with their comments; returns the tables copied. Nothing when no build succeeded yet."""
+    if not marts_path.exists():
+        return []
+    conn.execute(f"ATTACH {sql_literal(str(marts_path))} AS {MARTS_DATABASE} (READ_ONLY)")
+    try:
+        tables = conn.execute(
+            "SELECT table_name, comment FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' "
+            "ORDER BY table_name", [MARTS_DATABASE]).fetchall()
+        for table, comment in tables:
+            conn.execute(f'CREATE OR REPLACE TABLE "{table}" AS SELECT * FROM {MARTS_DATABASE}.main."{table}"')
+            if comment:
+                conn.execute(f'COMMENT ON TABLE "{table}" IS {sql_literal(comment)}')
+            for column, column_comment in conn.execute(
+                    "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = ? AND table_name = ? "
+                    "AND comment IS NOT NULL", [MARTS_DATABASE, table]).fetchall():
+                conn.execute(f'COMMENT ON COLUMN "{table}"."{column}" IS {sql_literal(column_comment)}')
+    finally:
+        conn.execute(f"DETACH {MARTS_DATABASE}")
+    return [table for table, _ in tables]
