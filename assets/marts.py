@@ -121,6 +121,7 @@ def marts(context: dg.AssetExecutionContext, dbt: DbtCliResource, marts: MartsRe
         with contextlib.redirect_stdout(io.StringIO()) as echoed:
             invocation = dbt.cli(args, context=context, raise_on_error=False, target_path=marts.dbt_target_path)
             events = list(invocation.stream())
+    marts.tighten()
     summary = _summary(echoed.getvalue())
     swapped_in = invocation.is_successful()
     if swapped_in:

@@ -88,7 +88,7 @@ def docs(data_dir: str | None) -> None:
     from dagster_dbt.errors import DagsterDbtCliRuntimeError
 
     from assets.marts import MARTS_PROJECT, dbt_cli
-    from resources.marts import MARTS_FILE
+    from resources.marts import MARTS_FILE, tighten_modes
     from resources.warehouse import ANALYTICS_FILE
 
     data = Path(writable_data_dir("docs", data_dir))
@@ -108,6 +108,7 @@ def docs(data_dir: str | None) -> None:
                                             json.dumps(variables)], target_path=target).wait()
         except DagsterDbtCliRuntimeError as error:
             fail("docs", f"dbt docs generate failed: {str(error).splitlines()[0]}")
+    tighten_modes(target)
     page = target / "static_index.html"
     click.echo(f"The marts' documentation: {page} (open it in a browser; `python -m http.server -d {target}` serves "
                f"index.html with catalog.json beside it)")

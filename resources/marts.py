@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from pathlib import Path
 
 import dagster as dg
 import duckdb
 
+from file_modes import DATA_GROUP_ENV, GROUP_READ_UMASK, OWNER_ONLY_UMASK
 from resources.sql import sql_literal
 
 MARTS_FILE = "marts.duckdb"  # the last good marts, swapped in whole
@@ -65,9 +67,25 @@ class MartsResource(dg.ConfigurableResource):
             os.fsync(handle.fileno())
         os.replace(self.build_path, self.path)
 
+    def tighten(self, folder: Path | None = None) -> None:
+        """Give dbt's artifacts (`folder`, default the build's) the modes the project's umask gives: dagster-dbt
+        copies dbt's partial parse file in with the mode it has in the project folder."""
+        tighten_modes(folder or self.dbt_target_path)
+
     def discard(self) -> None:
         self.build_path.unlink(missing_ok=True)
         Path(f"{self.build_path}.wal").unlink(missing_ok=True)
+
+
+def tighten_modes(folder: Path) -> None:
+    """Every file and folder under `folder` (and itself) stripped of the mode bits the project's umask withholds."""
+    if not folder.exists():
+        return
+    withheld = GROUP_READ_UMASK if os.environ.get(DATA_GROUP_ENV) else OWNER_ONLY_UMASK
+    for path in [folder, *folder.rglob("*")]:
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        if mode & withheld and not path.is_symlink():
+            os.chmod(path, mode & ~withheld)
 
 
 def copy_marts_into(conn: duckdb.DuckDBPyConnection, marts_path: Path) -> list[str]:
