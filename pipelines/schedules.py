@@ -27,11 +27,7 @@ def _nightly_per_org(timezone: str) -> dg.ScheduleDefinition:
         description="Runs the full sync of every organization every night at 02:00 (COMMOPS_TIMEZONE).",
     )
     def nightly_sync_schedule(context: dg.ScheduleEvaluationContext):
-        tick = context.scheduled_execution_time.strftime("%Y-%m-%d")
-        orgs = context.instance.get_dynamic_partitions(ORGS.name)
-        if not orgs:
-            return dg.SkipReason("no organization is registered (commops orgs add, or COMMOPS_BASE_URL)")
-        return [dg.RunRequest(run_key=f"nightly-{org}-{tick}", partition_key=org) for org in orgs]
+        return _one_run_per_org(context, "nightly")
 
     return nightly_sync_schedule
 
@@ -47,13 +43,18 @@ def _crm_per_org(timezone: str, crm_configured: bool) -> dg.ScheduleDefinition:
         "a dry run.",
     )
     def crm_reconciliation_schedule(context: dg.ScheduleEvaluationContext):
-        tick = context.scheduled_execution_time.strftime("%Y-%m-%d")
-        orgs = context.instance.get_dynamic_partitions(ORGS.name)
-        if not orgs:
-            return dg.SkipReason("no organization is registered (commops orgs add, or COMMOPS_BASE_URL)")
-        return [dg.RunRequest(run_key=f"crm-{org}-{tick}", partition_key=org) for org in orgs]
+        return _one_run_per_org(context, "crm")
 
     return crm_reconciliation_schedule
+
+
+def _one_run_per_org(context: dg.ScheduleEvaluationContext, run_key_prefix: str):
+    """A run per registered organization (its partition), keyed by the tick's date so a tick runs each once."""
+    tick = context.scheduled_execution_time.strftime("%Y-%m-%d")
+    orgs = context.instance.get_dynamic_partitions(ORGS.name)
+    if not orgs:
+        return dg.SkipReason("no organization is registered (commops orgs add, or COMMOPS_BASE_URL)")
+    return [dg.RunRequest(run_key=f"{run_key_prefix}-{org}-{tick}", partition_key=org) for org in orgs]
 
 
 def build_schedules(timezone: str, crm_configured: bool = False) -> list[dg.ScheduleDefinition]:

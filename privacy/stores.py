@@ -127,10 +127,7 @@ def _rewrite_parquet_without(path: Path, drop: set[int]) -> None:
                 start += table.num_rows
                 if keep:
                     writer.write_table(table.take(pa.array(keep, pa.int64())) if len(keep) < table.num_rows else table)
-        with open(temp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-        fsync_dir(path.parent)
+        _replace(temp, path)
     finally:
         temp.unlink(missing_ok=True)
 
@@ -177,10 +174,7 @@ class Warehouse:
                 conn.execute("DETACH old")
                 conn.execute("CHECKPOINT new")
                 conn.execute("DETACH new")
-            with open(temp, "rb") as handle:
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-            fsync_dir(path.parent)
+            _replace(temp, path)
         finally:
             temp.unlink(missing_ok=True)
             Path(f"{temp}.wal").unlink(missing_ok=True)
