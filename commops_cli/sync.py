@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from assets.marts import MARTS_GROUP, SWAPPED_IN
 from commops_cli import exit_codes
 from commops_cli.command_checks import fail
 from commops_cli.processes import peak_rss_mb
@@ -43,10 +44,16 @@ def print_summary(summary, console: Console) -> None:
     table = Table(title=f"commops sync {summary.org} {summary.snapshot_date}: done in {summary.duration_seconds:.1f}s")
     for column in ("asset", "rows", "requests", "429s", "throttled s", "duration s", "note"):
         table.add_column(column, justify="left" if column in ("asset", "note") else "right", no_wrap=column == "asset")
+    marts = [a for a in summary.assets if a.asset.startswith(f"{MARTS_GROUP}/")]
     for a in summary.assets:
-        table.add_row(a.asset, _fmt(a.rows), _fmt(a.requests), _fmt(a.rate_limited), _fmt(a.throttled_seconds),
-                      _fmt(a.duration_seconds), a.note)
+        if a not in marts:
+            table.add_row(a.asset, _fmt(a.rows), _fmt(a.requests), _fmt(a.rate_limited), _fmt(a.throttled_seconds),
+                          _fmt(a.duration_seconds), a.note)
     console.print(table)
+    if marts:  # dbt's models: one line, not a row each with nothing the sync counts
+        kept = any(a.metadata.get(SWAPPED_IN) is False for a in marts)
+        console.print(f"Marts: {len(marts)} dbt models " + ("built, but an ERROR test failed: analysts keep the last good "
+                                                              "marts" if kept else "built and swapped in"))
     if summary.failed_checks:
         console.print(f"[bold red]Failed checks:[/] {', '.join(summary.failed_checks)}")
     console.print(f"Lake (Parquet):  {summary.lake_path}/org={summary.org}/<resource>/snapshot_date={summary.snapshot_date}/",

@@ -62,6 +62,8 @@ def test_sync_prints_a_summary_and_where_to_query(make_service, tmp_path):
     for text in ("lake/kols", "warehouse/kols", "warehouse/kol_details", "requests", "429s", "analytics.duckdb"):
         assert text in result.stdout
     assert "pending for next runs" in result.stdout  # 10 details fetched, the rest left for later
+    assert "marts/staging" not in result.stdout  # dbt's models are one line, not a row each of dashes
+    assert "dbt models built and swapped in" in result.stdout
 
 
 def test_the_progress_display_shows_pages_per_walk_and_details(make_service, tmp_path):
