@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from assets.snapshot_date import today
 from tests.pipeline.sync_support import api_items, query, sync, table_rows
 from tests.pipeline.test_api_client_support import add_kols
 from tests.receiver.conftest import SECRET, make_receiver, post_signed  # noqa: F401 (fixture)
-from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -154,29 +152,34 @@ def test_an_organization_whose_key_is_revoked_mid_run_fails_alone_naming_its_key
     from service import admin
 
     services, data, env = two_orgs
-    services["acme"].server.stop()  # acme's service slowed: its run is still paging when its key is revoked
-    slow = services["acme"].settings.model_copy(update={"fault_slow_rate": 1.0, "fault_slow_seconds": 0.4})
     from service.server import ServiceServer
 
-    server = ServiceServer(slow).start()
+    key_id = next(k["id"] for k in admin.list_keys(services["acme"].db_path)
+                  if services["acme"].api_key.startswith(k["key_prefix"]))
+    revoked: list[str] = []
+
+    class RevokedWhenKolsAreAskedFor(ServiceServer):
+        """acme's service, which revokes the run's key as the run first asks for KOLs: the run is paging
+        (its other lists under way or done) and every KOL request is answered 401, whatever the machine's speed."""
+
+        def make_app(self):
+            app = super().make_app()
+
+            async def revoking(scope, receive, send):
+                if scope["type"] == "http" and scope["path"].startswith("/v1/kols") and not revoked:
+                    revoked.append(admin.revoke_key(services["acme"].db_path, key_id))
+                await app(scope, receive, send)
+
+            return revoking
+
+    services["acme"].server.stop()  # acme's service slowed: its other lists are still paging when its key is revoked
+    slow = services["acme"].settings.model_copy(update={"fault_slow_rate": 1.0, "fault_slow_seconds": 0.4})
+    server = RevokedWhenKolsAreAskedFor(slow).start()
     try:
         commops("orgs", "remove", "acme", env=env)
         commops("orgs", "add", "acme", "--base-url", server.base_url, "--api-key-env", "ACME_KEY",
                 "--organization-id", services["acme"].org_id, env=env)
-        staging = data / "lake" / ".staging"
-
-        key_id = next(k["id"] for k in admin.list_keys(services["acme"].db_path)
-                      if services["acme"].api_key.startswith(k["key_prefix"]))
-        revoked: list[str] = []
-
-        def revoke_when_acme_pages() -> None:
-            wait_until(lambda: staging.is_dir() and any(staging.glob("acme.kols-*")), 120, 0.05, what="acme to page")
-            revoked.append(admin.revoke_key(services["acme"].db_path, key_id))
-
-        revoker = threading.Thread(target=revoke_when_acme_pages)
-        revoker.start()
         result = commops("sync", "--all", "--max-parallel", "2", "--enrich-limit", "0", env=env)
-        revoker.join(timeout=130)
         assert revoked == [key_id], "the key was not revoked while acme's run paged"
     finally:
         server.stop()
