@@ -24,7 +24,7 @@ from tests.waiting import wait_until
 
 def test_the_nightly_job_launched_on_the_deployment_runs_in_its_own_process_lands_every_table_and_is_recorded_in_postgres(deployment: Deployment) -> None:
     run_id = deployment.launch(NIGHTLY_SYNC)
-    run = deployment.finished_run(run_id, timeout=90)
+    run = deployment.finished_run(run_id, timeout=240)  # the nightly builds the dbt marts too
     assert run.status == dg.DagsterRunStatus.SUCCESS, deployment.log_tails()
     for table, ids in seeded_ids(deployment.stack.service).items():
         assert {row[0] for row in query(deployment.stack.analytics, f"SELECT id FROM {table}")} == ids, table
