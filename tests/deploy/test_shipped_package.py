@@ -71,6 +71,10 @@ def test_the_wheel_of_the_image_files_runs_the_image_commands_and_the_demo_outsi
     venv_site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           cwd=tmp_path).stdout.strip())
     (venv_site / "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # The dependencies' console scripts the code runs, as installing them would have put them in the venv.
+    dbt = venv / "bin" / "dbt"
+    dbt.write_text(f"#!{python}\nimport sys\nfrom dbt.cli.main import cli\nsys.exit(cli())\n")
+    dbt.chmod(0o700)
     (wheel,) = (tmp_path / "dist").glob("commops_sync-*.whl")
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
          cwd=tmp_path)
