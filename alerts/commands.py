@@ -14,6 +14,7 @@ from alerts.watch import review_inbox, review_run
 from resources.orgs import Org
 from resources.settings import SettingsError
 from resources.inbox import Inbox, InboxUnreachable
+from resources.inbox.stores import is_postgres_url
 
 
 def review_after_run(instance: dg.DagsterInstance, run_id: str, inbox: str | Path, orgs: list[Org]) -> None:
@@ -22,8 +23,9 @@ def review_after_run(instance: dg.DagsterInstance, run_id: str, inbox: str | Pat
             run = instance.get_run_by_id(run_id)
             if run is not None:
                 review_run(instance, run, alerter)
-            with Inbox(inbox) as box:
-                review_inbox(box, orgs, alerter)
+            if is_postgres_url(inbox) or Path(inbox).exists():  # no receiver ever ran here: no backlog, no file made
+                with Inbox(inbox) as box:
+                    review_inbox(box, orgs, alerter)
             alerter.deliver()
     except (SettingsError, InboxUnreachable) as error:
         print(f"alerts not checked: {error}", file=sys.stderr)
