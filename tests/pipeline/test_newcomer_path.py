@@ -169,6 +169,7 @@ def _serve(args: list[str], env: dict[str, str], log: Path, health_url: str) -> 
     return process
 
 
+@pytest.mark.timeout(600)  # the demo, a sync and the receiver, each building the dbt marts: minutes on a busy machine
 def test_after_the_demo_its_service_syncs_and_a_new_kol_reaches_analytics_through_the_receiver(tmp_path):
     """The README's local walkthroughs, step by step (free ports instead of 8000 and 8787)."""
     import duckdb
