@@ -3,6 +3,7 @@ stops it (`DeadlineExpired`, a KeyboardInterrupt raised in the main thread), so 
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
 from collections.abc import Iterator
@@ -38,9 +39,32 @@ def describe(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+class _InterruptsToldOnce(logging.Filter):
+    """Drops a library's log of the interrupt that stopped it (SQLAlchemy logs "Exception closing connection"
+    with its traceback when the interrupt lands in a pool's close): the command says it in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
 @contextmanager
 def run_deadline(seconds: float | None) -> Iterator[None]:
-    """Within the block, DeadlineExpired is raised in the main thread `seconds` from now (None: never)."""
+    """Within the block, DeadlineExpired is raised in the main thread `seconds` from now (None: never).
+    An interrupt (the deadline's or Ctrl-C) is the command's to report: libraries' logs of it are dropped."""
+    told_once = _InterruptsToldOnce()
+    handlers = [h for h in (logging.lastResort, *logging.getLogger().handlers) if h is not None]
+    for handler in handlers:
+        handler.addFilter(told_once)
+    try:
+        with _alarm(seconds):
+            yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(told_once)
+
+
+@contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
     if not seconds:
         yield
         return

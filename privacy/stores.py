@@ -3,6 +3,7 @@ of its rows hold a person (`locate`) and to remove them (`erase`), crash-safe an
 
 - lake snapshot files and their changed-rows side files (Parquet): only the files that hold the person
   are rewritten, row group by row group with the file's own schema, beside the file, then renamed over it;
+- the marts (DuckDB, built by dbt): rebuilt the same way as the warehouse, under its writer lock;
 - the warehouse (DuckDB): rebuilt into a new file without the person's rows (the write-back audit keeps
   its rows, their personal values tombstoned), then renamed over it, under the writer lock: no free block
   of the new file ever held the person; analytics.duckdb is then republished from it;
@@ -34,7 +35,8 @@ from privacy.subject import Subject
 from resources.files import fsync_dir, holding_lock
 from resources.lake import LAKE_DIR, ORG_PARTITION, STAGING_DIR
 from resources.sql import sql_literal
-from resources.warehouse import WAREHOUSE_FILE, WarehouseResource
+from resources.marts import MartsResource
+from resources.warehouse import WarehouseResource
 from resources.inbox.inbox import INBOX_FILE
 
 REPORTS_DIR = "reports"
@@ -160,24 +162,57 @@ class Warehouse:
         return found
 
     def _rebuild_without(self, subject: Subject) -> None:
-        path = self.resource.path
-        temp = path.with_name(f".{WAREHOUSE_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.erasing")
-        try:
-            with closing(_duckdb()) as conn:
-                conn.execute(f"ATTACH {sql_literal(str(path))} AS old (READ_ONLY)")
-                conn.execute(f"ATTACH {sql_literal(str(temp))} AS new")
-                conn.execute("COPY FROM DATABASE old TO new (SCHEMA)")
-                for table, columns in _tables(conn, "old"):
-                    hit = _predicate(conn, f"old.main.{_quote(table)}", subject, org_column="org" in columns)
-                    conn.execute(f"INSERT INTO new.main.{_quote(table)} SELECT {_kept(table, columns, hit)} "
-                                 f"FROM old.main.{_quote(table)} t" + ("" if table == AUDIT_TABLE else f" WHERE NOT {hit}"))
-                conn.execute("DETACH old")
-                conn.execute("CHECKPOINT new")
-                conn.execute("DETACH new")
-            _replace(temp, path)
-        finally:
-            temp.unlink(missing_ok=True)
-            Path(f"{temp}.wal").unlink(missing_ok=True)
+        _rebuild_duckdb_without(self.resource.path, subject)
+
+
+class Marts:
+    """The analysts' marts (marts.duckdb, built by dbt from the warehouse and the lake's KOL snapshots):
+    rebuilt without the person under the writer lock, as the warehouse is; a leftover build copy is deleted.
+    Erased before the warehouse, whose republish then copies the erased marts into analytics.duckdb."""
+
+    name = "marts"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.marts = MartsResource(data_dir=str(data_dir))
+        self.lock_path = WarehouseResource(data_dir=str(data_dir)).lock_path
+
+    def locate(self, subject: Subject) -> list[Finding]:
+        path = self.marts.path
+        if not path.exists():
+            return []
+        with closing(duckdb.connect(str(path), read_only=True)) as conn:
+            return [Finding(self.name, f"{path.name}:{table}", rows) for table, rows in _table_counts(conn, subject)]
+
+    def erase(self, subject: Subject) -> list[Finding]:
+        with holding_lock(self.lock_path):  # as a build's writer: no build runs meanwhile
+            self.marts.discard()  # a build copy left by a killed build holds last night's rows
+            found = self.locate(subject)
+            if found:
+                _rebuild_duckdb_without(self.marts.path, subject)
+        return found
+
+
+def _rebuild_duckdb_without(path: Path, subject: Subject) -> None:
+    """A DuckDB file rebuilt into a new file without the subject's rows (schema, views and comments kept;
+    the write-back audit keeps its rows, tombstoned), then renamed over it: no free block of the new file
+    ever held the person."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.erasing")
+    try:
+        with closing(_duckdb()) as conn:
+            conn.execute(f"ATTACH {sql_literal(str(path))} AS old (READ_ONLY)")
+            conn.execute(f"ATTACH {sql_literal(str(temp))} AS new")
+            conn.execute("COPY FROM DATABASE old TO new (SCHEMA)")
+            for table, columns in _tables(conn, "old"):
+                hit = _predicate(conn, f"old.main.{_quote(table)}", subject, org_column="org" in columns)
+                conn.execute(f"INSERT INTO new.main.{_quote(table)} SELECT {_kept(table, columns, hit)} "
+                             f"FROM old.main.{_quote(table)} t" + ("" if table == AUDIT_TABLE else f" WHERE NOT {hit}"))
+            conn.execute("DETACH old")
+            conn.execute("CHECKPOINT new")
+            conn.execute("DETACH new")
+        _replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+        Path(f"{temp}.wal").unlink(missing_ok=True)
 
 
 def _quote(name: str) -> str:
@@ -353,6 +388,6 @@ def _replace(temp: Path, path: Path) -> None:
 
 
 def all_stores(data_dir: Path) -> list:
-    """In erasure order: the files that hold the person beside an id first, the warehouse (the person's
-    ids and emails are looked up there and in the lake) last."""
-    return [Inbox(data_dir), Reports(data_dir), Lake(data_dir), Warehouse(data_dir)]
+    """In erasure order: the files that hold the person beside an id first, then the marts, the warehouse
+    (the person's ids and emails are looked up there and in the lake; its republish copies the marts) last."""
+    return [Inbox(data_dir), Reports(data_dir), Lake(data_dir), Marts(data_dir), Warehouse(data_dir)]

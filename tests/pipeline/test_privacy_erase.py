@@ -153,15 +153,13 @@ def _killed_at_warehouse(data_dir: Path, kol_id: str) -> None:
     assert killed.returncode == -signal.SIGKILL
 
 
-@pytest.mark.xfail(reason="known gap: the erasure does not yet reach the dbt marts (marts.duckdb and the marts "
-                          "published in analytics.duckdb keep the person); the scan finds them", strict=False)
 def test_erase_leaves_no_trace_even_killed_halfway_and_keeps_the_person_out(planted):
     service, data_dir, kol_id = planted
     assert len({h.split(" (")[0] for h in _hits(data_dir)}) >= 5  # lake x3+, warehouse, analytics, inbox, reports
     located = _cli("privacy", "locate", "--email", MARKERS["email"].upper(), "--data-dir", str(data_dir))
-    for store in ("lake", "warehouse", "analytics", "inbox", "reports"):
+    for store in ("lake", "marts", "warehouse", "analytics", "inbox", "reports"):
         assert f"  {store}" in located, located
-    for place in ("kol_details", "crm_writeback_audit", "kol_crm_reconciliation", "webhooks.db", "changed/data.parquet",
+    for place in ("kol_details", "kol_360", "kol_history", "crm_writeback_audit", "kol_crm_reconciliation", "webhooks.db", "changed/data.parquet",
                   "latest.html", "latest.csv"):
         assert place in located, (place, located)
     elsewhere = _cli("privacy", "locate", "--kol", kol_id, "--org", "another", "--data-dir", str(data_dir))
