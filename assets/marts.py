@@ -11,13 +11,15 @@ the gate, and every model of the step reports a materialization saying whether i
 
 
 import contextlib
+import importlib.metadata
 import io
-import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -48,18 +50,55 @@ def marts_project() -> DbtProject:
 
 
 def _parse(project: DbtProject) -> None:
-    """`dbt parse`, its output kept off the commands' terminal; a failure raised in one line (dbt's error)."""
-    done = subprocess.run([DBT_EXECUTABLE, "parse", "--quiet", "--project-dir", str(project.project_dir),
-                           "--profiles-dir", str(project.profiles_dir), "--target-path", str(project.manifest_path.parent)],
-                          capture_output=True, text=True, env={**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
+    """`dbt parse` for the `pipeline` target, as the builds run it (so each build's dbt reuses this parse,
+    whatever its data directory), its output kept off the commands' terminal; a failure raised in one line."""
+    with tempfile.TemporaryDirectory() as scratch:
+        placeholders = MartsResource(data_dir=scratch).dbt_environment(Path(scratch) / "warehouse.duckdb")
+        done = subprocess.run([DBT_EXECUTABLE, "parse", "--quiet", "--target", "pipeline",
+                               "--project-dir", str(project.project_dir), "--profiles-dir", str(project.profiles_dir),
+                               "--target-path", str(project.manifest_path.parent)],
+                              capture_output=True, text=True,
+                              env={**os.environ, **placeholders, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
     if done.returncode != 0:
         lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
         raise RuntimeError(f"dbt could not parse the marts project {project.project_dir}: "
                            f"{lines[-1] if lines else 'exit ' + str(done.returncode)}")
 
 
+class MartsDbtCli(DbtCliResource):
+    """dagster-dbt's dbt resource without two start-up costs it pays on every run, each a dbt start of its
+    own: `dbt --version` in a subprocess (the venv's dbt is the pinned dbt-core: its version is the package's),
+    and a dbt adapter in this process, which serves only row-count and column-metadata fetches the marts do not
+    make."""
+
+    @cached_property
+    def _cli_version(self):  # type: ignore[override]
+        from packaging import version
+
+        return version.parse(importlib.metadata.version("dbt-core"))
+
+    def _initialize_dbt_core_adapter(self, args):  # type: ignore[override]
+        return None
+
+
 def dbt_cli(project: DbtProject) -> DbtCliResource:
-    return DbtCliResource(project_dir=project, dbt_executable=DBT_EXECUTABLE)
+    return MartsDbtCli(project_dir=project, dbt_executable=DBT_EXECUTABLE)
+
+
+@contextlib.contextmanager
+def dbt_environment(values: Mapping[str, str]) -> Iterator[None]:
+    """`values` in this process's environment while dagster-dbt starts dbt (it hands dbt its own environment):
+    the paths the project's `pipeline` target reads (resources/marts.py `dbt_environment`)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _manifest_is_stale(project: DbtProject) -> bool:
@@ -113,9 +152,8 @@ MARTS_PROJECT = marts_project()
 def marts(context: dg.AssetExecutionContext, dbt: DbtCliResource, marts: MartsResource,
           warehouse: WarehouseResource) -> Iterator[Any]:
     marts.start_build()
-    args = ["build", "--target", "pipeline", "--exclude-resource-type", "unit_test",
-            "--vars", json.dumps(marts.dbt_vars(warehouse.path))]
-    with warehouse.locked(context.log):
+    args = ["build", "--target", "pipeline", "--exclude-resource-type", "unit_test"]
+    with warehouse.locked(context.log), dbt_environment(marts.dbt_environment(warehouse.path)):
         # dbt's logs and artifacts in the data directory, one folder reused (its partial parse saves the start-up).
         # dagster-dbt echoes dbt's log to stdout: kept off the commands' terminal; its summary goes to the run's log.
         with contextlib.redirect_stdout(io.StringIO()) as echoed:

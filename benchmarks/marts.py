@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -128,9 +129,9 @@ def build(data_dir: Path, marts_from: Path | None) -> dict:
         shutil.copyfile(marts_from, marts.build_path)
     target = data_dir / ".marts-dbt"
     args = [DBT_EXECUTABLE, "build", "--target", "pipeline", "--exclude-resource-type", "unit_test",
-            "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR), "--target-path", str(target),
-            "--vars", json.dumps(marts.dbt_vars(WarehouseResource(data_dir=str(data_dir)).path))]
-    done = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True)
+            "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR), "--target-path", str(target)]
+    environment = {**os.environ, **marts.dbt_environment(WarehouseResource(data_dir=str(data_dir)).path)}
+    done = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=environment)
     if done.returncode != 0:
         sys.exit(f"dbt build failed: {done.stderr[-4000:]}")
     seconds, rss_kb = done.stdout.split()

@@ -10,23 +10,32 @@ the analysts' marts, `commops docs` writes their documentation site."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from file_modes import restrict_umask
-from commops_cli.crm import crm, reconcile
-from commops_cli.events import events
-from commops_cli.local import demo, ui
-from commops_cli.marts import docs, marts
-from commops_cli.orgs import orgs
-from commops_cli.status import status
-from commops_cli.privacy import privacy
-from commops_cli.sync import sync
-from commops_cli.webhooks import webhooks
-from service.cli import service
-from commops_cli.receiver import receiver
-from commops_cli.review import review
+
+# Each command's module is imported only when that command runs (click's lazy subcommands): a command that
+# needs no Dagster does not pay for importing it, nor the marts' dbt project.
+COMMANDS = {
+    "service": "service.cli:service",
+    "sync": "commops_cli.sync:sync",
+    "orgs": "commops_cli.orgs:orgs",
+    "status": "commops_cli.status:status",
+    "demo": "commops_cli.local:demo",
+    "ui": "commops_cli.local:ui",
+    "receiver": "commops_cli.receiver:receiver",
+    "webhooks": "commops_cli.webhooks:webhooks",
+    "events": "commops_cli.events:events",
+    "reconcile": "commops_cli.crm:reconcile",
+    "crm": "commops_cli.crm:crm",
+    "review": "commops_cli.review:review",
+    "privacy": "commops_cli.privacy:privacy",
+    "marts": "commops_cli.marts:marts",
+    "docs": "commops_cli.marts:docs",
+}
 
 
 class OneLineErrors(click.Group):
@@ -48,29 +57,21 @@ class OneLineErrors(click.Group):
             click.echo("commops: interrupted", err=True)
             sys.exit(130)
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *COMMANDS])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return super().get_command(ctx, name)
+        module, attribute = COMMANDS[name].split(":")
+        return getattr(importlib.import_module(module), attribute)
+
 
 @click.group(cls=OneLineErrors)
 @click.version_option(package_name="commops-sync", prog_name="commops")
 def main() -> None:
     """commops-sync: the Commercial Operations Service sync."""
     restrict_umask()  # before any command writes: what it creates is owner-only (file_modes)
-
-
-main.add_command(service)
-main.add_command(sync)
-main.add_command(orgs)
-main.add_command(status)
-main.add_command(demo)
-main.add_command(ui)
-main.add_command(receiver)
-main.add_command(webhooks)
-main.add_command(events)
-main.add_command(reconcile)
-main.add_command(crm)
-main.add_command(review)
-main.add_command(privacy)
-main.add_command(marts)
-main.add_command(docs)
 
 
 if __name__ == "__main__":

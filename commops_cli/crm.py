@@ -6,18 +6,22 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from commops_cli.command_checks import fail, require_free_port, writable_data_dir
-from commops_cli.crm_run import ReconcileError, Reconciliation, crm_resource, run_reconciliation, run_review, warehouse_for
+from commops_cli.crm_admin import ReconcileError, crm_resource, run_review, warehouse_for
 from crm import actions
 from crm.tables import DEFAULT_ORG
 from crm.writeback import os_user
 from resources.crm.errors import CrmError
 from resources.settings import SettingsError
+
+if TYPE_CHECKING:
+    from commops_cli.crm_run import Reconciliation
 
 
 def print_reconciliation(summary: Reconciliation, console: Console) -> None:
@@ -58,6 +62,8 @@ def print_reconciliation(summary: Reconciliation, console: Console) -> None:
 def reconcile_and_report(command: str, **kwargs) -> Reconciliation:
     """Run the reconciliation and print its summary; on failure one line and exit 1."""
     try:
+        from commops_cli.crm_run import run_reconciliation  # Dagster: only the commands that run the job
+
         summary = run_reconciliation(**kwargs)
     except (SettingsError, ReconcileError, CrmError) as error:
         fail(command, str(error))

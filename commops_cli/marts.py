@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import shutil
 import sys
@@ -87,8 +86,8 @@ def docs(data_dir: str | None) -> None:
     the data directory, from the published marts; open it in a browser."""
     from dagster_dbt.errors import DagsterDbtCliRuntimeError
 
-    from assets.marts import MARTS_PROJECT, dbt_cli
-    from resources.marts import MARTS_FILE, tighten_modes
+    from assets.marts import MARTS_PROJECT, dbt_cli, dbt_environment
+    from resources.marts import MARTS_FILE, MartsResource, tighten_modes
     from resources.warehouse import ANALYTICS_FILE
 
     data = Path(writable_data_dir("docs", data_dir))
@@ -101,11 +100,13 @@ def docs(data_dir: str | None) -> None:
         # never opens a file the pipeline writes.
         copy = Path(scratch) / MARTS_FILE
         shutil.copyfile(marts_file, copy)
-        variables = {"build_path": str(copy), "warehouse_path": str(published), "data_dir": str(data)}
+        environment = MartsResource(data_dir=str(data)).dbt_environment(published)
+        environment["COMMOPS_MARTS_BUILD_PATH"] = str(copy)
         try:
-            with contextlib.redirect_stdout(io.StringIO()):  # dbt's log: in marts-docs/dbt.log
-                dbt_cli(MARTS_PROJECT).cli(["docs", "generate", "--static", "--target", "pipeline", "--vars",
-                                            json.dumps(variables)], target_path=target).wait()
+            # dbt's log: in marts-docs/dbt.log
+            with contextlib.redirect_stdout(io.StringIO()), dbt_environment(environment):
+                dbt_cli(MARTS_PROJECT).cli(["docs", "generate", "--static", "--target", "pipeline"],
+                                           target_path=target).wait()
         except DagsterDbtCliRuntimeError as error:
             fail("docs", f"dbt docs generate failed: {str(error).splitlines()[0]}")
     tighten_modes(target)

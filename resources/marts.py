@@ -56,10 +56,11 @@ class MartsResource(dg.ConfigurableResource):
             shutil.copyfile(self.path, self.build_path)
         return self.build_path
 
-    def dbt_vars(self, warehouse_path: Path) -> dict[str, str | int]:
-        """The --vars of the dbt project's `pipeline` target (marts/profiles.yml)."""
-        return {"build_path": str(self.build_path), "warehouse_path": str(warehouse_path),
-                "data_dir": str(Path(self.data_dir)), "memory_limit": self.memory_limit, "threads": self.threads}
+    def dbt_environment(self, warehouse_path: Path) -> dict[str, str]:
+        """The variables the dbt project's `pipeline` target reads (marts/profiles.yml)."""
+        return {"COMMOPS_MARTS_BUILD_PATH": str(self.build_path), "COMMOPS_MARTS_WAREHOUSE_PATH": str(warehouse_path),
+                "COMMOPS_MARTS_DATA_DIR": str(Path(self.data_dir)), "COMMOPS_MARTS_MEMORY_LIMIT": self.memory_limit,
+                "COMMOPS_MARTS_THREADS": str(self.threads)}
 
     def swap_in(self) -> None:
         """The build becomes the last good marts (an atomic rename: a publish reading the old file keeps it)."""
