@@ -8,7 +8,9 @@ What is older than the setting goes, never below what other features need:
   then VACUUM and a TRUNCATE checkpoint, so their bytes are gone;
 - reports (CSV, HTML) and reconciliation_runs rows older than the cutoff, but never younger than the
   write-back's undo window (COMMOPS_UNDO_WINDOW_DAYS, default 30): what an admin may still undo keeps
-  the report it was decided from.
+  the report it was decided from;
+- the marts' kol_history rows that closed before the cutoff (a KOL's tier or institution of long ago);
+  its open rows stay, whenever they opened: they are today's state.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import duckdb
 from privacy.stores import REPORTS_DIR
 from resources.files import holding_lock
 from resources.lake import LAKE_DIR, STAGING_DIR
+from resources.marts import MartsResource
 from resources.sql import sql_literal
 from resources.warehouse import WAREHOUSE_FILE, WarehouseResource
 from resources.inbox.inbox import INBOX_FILE
@@ -35,6 +38,7 @@ UNDO_WINDOW_ENV = "COMMOPS_UNDO_WINDOW_DAYS"
 DEFAULT_UNDO_WINDOW_DAYS = 30
 MIN_SNAPSHOTS_KEPT = 8  # a week's comparison and the night before it
 RUNS_TABLE = "reconciliation_runs"
+HISTORY_TABLE = "kol_history"
 
 
 class RetentionSettingError(ValueError):
@@ -70,6 +74,7 @@ class Removed:
     inbox_events: int = 0
     reports: list[str] = field(default_factory=list)  # relative to reports/
     reconciliation_runs: int = 0
+    kol_history_rows: int = 0
 
     def as_metadata(self) -> dict[str, object]:
         return {
@@ -81,6 +86,7 @@ class Removed:
             "inbox_events_removed": self.inbox_events,
             "reports_removed": len(self.reports),
             "reconciliation_runs_removed": self.reconciliation_runs,
+            "kol_history_rows_removed": self.kol_history_rows,
         }
 
 
@@ -97,6 +103,9 @@ def apply_retention(data_dir: Path, today: date, days: int | None = None, undo_d
     removed.inbox_events = _old_inbox_events(data_dir / INBOX_FILE, cutoff)
     removed.reports = _old_reports(data_dir / REPORTS_DIR, reports_cutoff)
     removed.reconciliation_runs = _old_runs(data_dir, reports_cutoff)
+    removed.kol_history_rows = _old_history(data_dir, cutoff)
+    if removed.reconciliation_runs or removed.kol_history_rows:
+        WarehouseResource(data_dir=str(data_dir)).publish_analytics()
     return removed
 
 
@@ -150,6 +159,19 @@ def _old_runs(data_dir: Path, cutoff: date) -> int:
                 return 0
             count = conn.execute(f"DELETE FROM {RUNS_TABLE} WHERE reconciled_at < {sql_literal(cutoff.isoformat())}::DATE").fetchone()[0]
             conn.execute("CHECKPOINT")
-    if count:
-        resource.publish_analytics()
+    return int(count)
+
+
+def _old_history(data_dir: Path, cutoff: date) -> int:
+    """kol_history's rows closed before the cutoff, deleted from the marts under the writer lock (no build runs
+    meanwhile); its later rows never read them again (a night compares against the open rows only)."""
+    marts = MartsResource(data_dir=str(data_dir))
+    if not marts.path.exists():
+        return 0
+    with holding_lock(WarehouseResource(data_dir=str(data_dir)).lock_path):
+        with closing(duckdb.connect(str(marts.path))) as conn:
+            if not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [HISTORY_TABLE]).fetchone()[0]:
+                return 0
+            count = conn.execute(f"DELETE FROM {HISTORY_TABLE} WHERE valid_to < {sql_literal(cutoff.isoformat())}::DATE").fetchone()[0]
+            conn.execute("CHECKPOINT")
     return int(count)

@@ -66,6 +66,14 @@ def dated(tmp_path):
                          [f"run{n}", _at(day)])
     (reports / "latest.csv").write_text("kol_id\r\n")
     os.utime(reports / "latest.csv", (_at(days[-1]), _at(days[-1])))
+    with closing(duckdb.connect(str(data_dir / "marts.duckdb"))) as conn:  # kol_history as the marts hold it
+        conn.execute("CREATE TABLE kol_history (org VARCHAR, kol_id VARCHAR, tier VARCHAR, valid_from DATE, "
+                     "valid_to DATE, is_current BOOLEAN)")
+        for n in range(1, 30, 2):  # kol_a: a tier per two nights, each row closed by the next
+            conn.execute("INSERT INTO kol_history VALUES ('default', 'kol_a', ?, ?, ?, false)",
+                         [f"tier_{n % 3 + 1}", days[n + 1] if n + 1 < 30 else days[-1] - timedelta(days=1), days[n - 1]])
+        conn.execute("INSERT INTO kol_history VALUES ('default', 'kol_a', 'tier_1', ?, NULL, true)", [days[0]])
+        conn.execute("INSERT INTO kol_history VALUES ('default', 'kol_b', 'tier_2', ?, NULL, true)", [days[-1]])
     return data_dir, today
 
 
@@ -95,9 +103,16 @@ def test_a_seven_day_setting_keeps_the_last_eight_nights_and_the_undo_window(dat
     with closing(duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True)) as conn:
         assert conn.execute("SELECT count(*) FROM reconciliation_runs").fetchone()[0] == 11  # the undo window: 10 days
     assert metadata["reports_removed"] == 19 and metadata["reconciliation_runs_removed"] == 19
+    # kol_history: the rows closed before the cutoff go (closed 8 days ago or earlier: 11 of 15); the open
+    # rows stay, kol_b's opened 29 days ago included; analysts' copy republished.
+    for database in ("marts.duckdb", "analytics.duckdb"):
+        with closing(duckdb.connect(str(data_dir / database), read_only=True)) as conn:
+            kept = conn.execute("SELECT kol_id, valid_to FROM kol_history ORDER BY kol_id, valid_to").fetchall()
+        assert kept == [("kol_a", today - timedelta(days=n)) for n in (6, 4, 2, 0)] + [("kol_a", None), ("kol_b", None)], database
+    assert metadata["kol_history_rows_removed"] == 11
 
     again = _run(data_dir)  # nothing more to remove the same day
-    assert again["snapshots_removed"] == 0 and again["inbox_events_removed"] == 0
+    assert again["snapshots_removed"] == 0 and again["inbox_events_removed"] == 0 and again["kol_history_rows_removed"] == 0
 
 
 def test_unset_keeps_everything_and_says_so(dated, monkeypatch):
