@@ -1,7 +1,8 @@
 """What the alerts judge, the same from the daemon's sensors and from the commands under cron:
 
 - `review_run`: a finished run: a failure opens `run/<job>/<org>`, the next success resolves it; a blocking
-  (ERROR) check that failed opens `check/<asset:check>/<org>`, the next pass resolves it;
+  (ERROR) check that failed opens `check/<asset:check>/<org>`, the next pass resolves it (a run failed by
+  its blocking checks alone opens only theirs);
 - `review_inbox`: per organization, quarantined events (`quarantined/<org>`) and an event pending longer
   than COMMOPS_ALERT_BACKLOG_MINUTES (`backlog/<org>`), each resolved when it is gone;
 - `review_freshness`: per organization and warehouse table, a missed deadline (`stale/<org>/<table>`,
@@ -16,7 +17,7 @@ import dagster as dg
 
 from alerts.alerter import Alerter
 from alerts.freshness import judge
-from alerts.runs import check_evaluations, failure_cause, run_org
+from alerts.runs import check_evaluations, failed_by_checks_alone, failure_cause, run_org
 from commops_spec.timestamps import parse_timestamp
 from resources.orgs import Org
 from resources.inbox import Inbox
@@ -25,20 +26,25 @@ UNKNOWN_ORG = "unknown"  # events whose organization_id no registered organizati
 
 
 def review_run(instance: dg.DagsterInstance, run: dg.DagsterRun, alerter: Alerter) -> None:
+    """A run failed only by its blocking checks is one incident per failed check, the check's: its alert
+    says the job failed, and the run's own incident is not opened (it would tell the same cause twice)."""
     org, job = run_org(run), run.job_name
-    if run.status == dg.DagsterRunStatus.FAILURE:
+    blocked = []
+    for evaluation in check_evaluations(instance, run.run_id):
+        check = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+        if evaluation.passed:
+            alerter.recover(f"check/{check}/{org}", org, f"check {check}", "passed", run.run_id)
+        elif evaluation.blocking and evaluation.severity == dg.AssetCheckSeverity.ERROR:
+            blocked.append((check, evaluation))
+    if run.status == dg.DagsterRunStatus.FAILURE and not (blocked and failed_by_checks_alone(instance, run.run_id)):
         alerter.alert(f"run/{job}/{org}", "run_failed", org, f"job {job}", failure_cause(instance, run.run_id),
                       run.run_id)
     elif run.status == dg.DagsterRunStatus.SUCCESS:
         alerter.recover(f"run/{job}/{org}", org, f"job {job}", f"run {run.run_id[:8]} succeeded", run.run_id)
-    for evaluation in check_evaluations(instance, run.run_id):
-        check = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
-        key = f"check/{check}/{org}"
-        if evaluation.passed:
-            alerter.recover(key, org, f"check {check}", "passed", run.run_id)
-        elif evaluation.blocking and evaluation.severity == dg.AssetCheckSeverity.ERROR:
-            alerter.alert(key, "check_failed", org, f"check {check}",
-                          evaluation.description or "failed (blocking): the table was not loaded", run.run_id)
+    for check, evaluation in blocked:
+        alerter.alert(f"check/{check}/{org}", "check_failed", org, f"check {check}",
+                      f"{evaluation.description or 'failed'} (blocking): {evaluation.asset_key.to_user_string()} "
+                      f"and what depends on it were not loaded; job {job} failed", run.run_id)
 
 
 def review_inbox(inbox: Inbox, orgs: list[Org], alerter: Alerter, now: datetime | None = None) -> None:

@@ -14,7 +14,11 @@ import dagster as dg
 from click.testing import CliRunner
 
 from commops_cli.commops import main
-from pipelines.sensors import alerts_sensor
+from alerts.commands import review_after_run
+from pipelines.definitions import build_resources, make_definitions
+from pipelines.sensors import alerts_run_failure_sensor, alerts_sensor
+from resources.settings import load_settings
+from tests.pipeline.sync_support import api_key_in_env, with_orgs
 from resources.orgs import OrgsResource
 from resources.webhooks import InboxResource
 from tests.operators.listeners import alert_channels
@@ -116,3 +120,47 @@ def test_quarantined_events_and_an_aged_backlog_alert_once_across_ticks_even_pas
     assert quarantined.startswith("commops ALERT · org default · inbox · 1 webhook event(s) quarantined")
     assert len(recovered) == 2 and all(text.startswith("commops RECOVERED · org default · inbox") for text in recovered)
     assert inbox_path(data_dir).with_name("alerts.db").exists()  # the incidents, beside the inbox
+
+
+
+def _nightly_of_lake_kols(instance: dg.DagsterInstance, server: SpecServer, data_dir: Path) -> dg.DagsterRun:
+    """The nightly job, of the KOLs' snapshot and its checks only (seconds, not a whole sync)."""
+    settings = load_settings(base_url=server.base_url, data_dir=data_dir)
+    job = make_definitions(settings, build_resources(settings)).resolve_job_def("nightly_sync")
+    with api_key_in_env(server.api_key):
+        result = job.execute_in_process(instance=with_orgs(instance), partition_key="default", raise_on_error=False,
+                                        asset_selection=[dg.AssetKey(["lake", "kols"])])
+    return result.dagster_run
+
+
+def test_a_failed_blocking_check_is_one_incident_naming_the_check_and_its_pass_recovers_it(tmp_path, monkeypatch):
+    data_dir = tmp_path / "data"
+    with SpecServer(kols=3) as server, alert_channels() as (http, mailbox, env), \
+            dg.DagsterInstance.ephemeral() as instance:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("COMMOPS_INBOX_URL", raising=False)
+        inbox = InboxResource(data_dir=str(data_dir))
+        server.create("kols", 1, ids=("not_a_kol_id",))  # fails the snapshot's blocking id check
+        blocked = _nightly_of_lake_kols(instance, server, data_dir)
+        failure = instance.all_logs(blocked.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)[0].dagster_event
+        sensor = dg.build_run_status_sensor_context("alerts_run_failure_sensor", failure, instance, blocked,
+                                                    resources={"inbox": inbox}).for_run_failure()
+        alerts_run_failure_sensor(sensor)  # the daemon's sensor, then `commops sync` seeing the same run
+        review_after_run(instance, blocked.run_id, inbox.location, [])
+        alerts = [request.json() for request in http.on(HOOK)]
+
+        server.delete("kols", ["not_a_kol_id"])
+        landed = _nightly_of_lake_kols(instance, server, data_dir)
+        review_after_run(instance, landed.run_id, inbox.location, [])
+        recoveries = [request.json() for request in http.on(HOOK)][len(alerts):]
+
+    assert blocked.status == dg.DagsterRunStatus.FAILURE and landed.status == dg.DagsterRunStatus.SUCCESS
+    [alert] = alerts  # the run failure the check caused is folded into the check's incident
+    assert (alert["kind"], alert["subject"], alert["incident"]) == (
+        "check_failed", "check lake/kols:ids_unique_and_prefixed", "check/lake/kols:ids_unique_and_prefixed/default")
+    assert alert["cause"] == ("failed (blocking): lake/kols and what depends on it were not loaded; "
+                              "job nightly_sync failed")
+    assert alert["run_id"] == blocked.run_id and len(http.on(SLACK)) == 2 and len(mailbox.messages) == 2
+    [recovery] = recoveries
+    assert (recovery["state"], recovery["incident"]) == ("RECOVERED", "check/lake/kols:ids_unique_and_prefixed/default")
