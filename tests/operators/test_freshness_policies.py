@@ -34,7 +34,8 @@ def test_the_warehouse_tables_and_analytics_carry_the_nightly_deadline_as_dagste
     for name in ("COMMOPS_FRESHNESS_HOURS", "COMMOPS_FRESHNESS_KOL_DETAILS_HOURS", "COMMOPS_FRESHNESS_ANALYTICS_HOURS"):
         monkeypatch.delenv(name, raising=False)
     defaults = _policies(monkeypatch, tmp_path, COMMOPS_TIMEZONE="Europe/Berlin")
-    tuned = _policies(monkeypatch, tmp_path, COMMOPS_TIMEZONE="UTC", COMMOPS_FRESHNESS_HOURS="3.5", COMMOPS_FRESHNESS_KOL_DETAILS_HOURS="6")
+    tuned = _policies(monkeypatch, tmp_path, COMMOPS_TIMEZONE="UTC", COMMOPS_FRESHNESS_HOURS="3.5",
+                      COMMOPS_FRESHNESS_KOL_DETAILS_HOURS="6")
 
     two_hours = dg.FreshnessPolicy.cron(deadline_cron="0 4 * * *", lower_bound_delta=timedelta(hours=2),
                                         timezone="Europe/Berlin")
