@@ -3,8 +3,9 @@
 - `review_run`: a finished run: a failure opens `run/<job>/<org>`, the next success resolves it; a blocking
   (ERROR) check that failed opens `check/<asset:check>/<org>`, the next pass resolves it (a run failed by
   its blocking checks alone opens only theirs);
-- `review_inbox`: per organization, quarantined events (`quarantined/<org>`) and an event pending longer
-  than COMMOPS_ALERT_BACKLOG_MINUTES (`backlog/<org>`), each resolved when it is gone;
+- `review_inbox`: per organization, quarantined events (`quarantined/<org>`), an event pending longer
+  than COMMOPS_ALERT_BACKLOG_MINUTES (`backlog/<org>`), each resolved when it is gone, and a receiver that
+  looks dead (`receiver/<org>`, alerts/receiver.py), resolved when events arrive again;
 - `review_freshness`: per organization and warehouse table, a missed deadline (`stale/<org>/<table>`,
   alerts/freshness.py), resolved when the table is loaded again.
 """
@@ -17,6 +18,7 @@ import dagster as dg
 
 from alerts.alerter import Alerter
 from alerts.freshness import judge
+from alerts.receiver import review_receiver
 from alerts.runs import check_evaluations, failed_by_checks_alone, failure_cause, run_org
 from commops_spec.timestamps import parse_timestamp
 from resources.orgs import Org
@@ -51,14 +53,15 @@ def review_inbox(inbox: Inbox, orgs: list[Org], alerter: Alerter, now: datetime 
     now = now or datetime.now(UTC)
     backlog_minutes = alerter.settings.backlog_minutes
     figures: dict[str, list] = {}
-    for organization_id, pending, oldest, quarantined, _newest in inbox.by_organization():
+    for organization_id, pending, oldest, quarantined, newest in inbox.by_organization():
         org = org_name(organization_id, orgs)
-        seen = figures.setdefault(org, [0, None, 0])
+        seen = figures.setdefault(org, [0, None, 0, None])
         seen[0] += pending
         seen[1] = min(filter(None, [seen[1], oldest]), default=None)
         seen[2] += quarantined
+        seen[3] = max(filter(None, [seen[3], newest]), default=None)
     for org in sorted({*figures, *(o.name for o in orgs)}):
-        pending, oldest, quarantined = figures.get(org, [0, None, 0])
+        pending, oldest, quarantined, _newest = figures.get(org, [0, None, 0, None])
         if quarantined:
             alerter.alert(f"quarantined/{org}", "quarantined", org, "inbox",
                           f"{quarantined} webhook event(s) quarantined after failing: commops events status names "
@@ -73,6 +76,9 @@ def review_inbox(inbox: Inbox, orgs: list[Org], alerter: Alerter, now: datetime 
                           "commops events apply applies them now")
         else:
             alerter.recover(f"backlog/{org}", org, "inbox", "no event pending too long")
+    for org in orgs:
+        newest = figures.get(org.name, [None] * 4)[3]
+        review_receiver(org, parse_timestamp(newest) if newest else None, alerter, now)
 
 
 def org_name(organization_id: str | None, orgs: list[Org]) -> str:
