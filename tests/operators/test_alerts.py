@@ -15,10 +15,8 @@ from click.testing import CliRunner
 
 from commops_cli.commops import main
 from alerts.commands import review_after_run
-from pipelines.definitions import build_resources, make_definitions
 from pipelines.sensors import alerts_run_failure_sensor, alerts_sensor
-from resources.settings import load_settings
-from tests.pipeline.sync_support import api_key_in_env, with_orgs
+from tests.operators.nightly import nightly_of_lake_kols, status_sensor_context
 from resources.orgs import OrgsResource
 from resources.webhooks import InboxResource
 from tests.operators.listeners import alert_channels
@@ -122,17 +120,6 @@ def test_quarantined_events_and_an_aged_backlog_alert_once_across_ticks_even_pas
     assert inbox_path(data_dir).with_name("alerts.db").exists()  # the incidents, beside the inbox
 
 
-
-def _nightly_of_lake_kols(instance: dg.DagsterInstance, server: SpecServer, data_dir: Path) -> dg.DagsterRun:
-    """The nightly job, of the KOLs' snapshot and its checks only (seconds, not a whole sync)."""
-    settings = load_settings(base_url=server.base_url, data_dir=data_dir)
-    job = make_definitions(settings, build_resources(settings)).resolve_job_def("nightly_sync")
-    with api_key_in_env(server.api_key):
-        result = job.execute_in_process(instance=with_orgs(instance), partition_key="default", raise_on_error=False,
-                                        asset_selection=[dg.AssetKey(["lake", "kols"])])
-    return result.dagster_run
-
-
 def test_a_failed_blocking_check_is_one_incident_naming_the_check_and_its_pass_recovers_it(tmp_path, monkeypatch):
     data_dir = tmp_path / "data"
     with SpecServer(kols=3) as server, alert_channels() as (http, mailbox, env), \
@@ -142,16 +129,15 @@ def test_a_failed_blocking_check_is_one_incident_naming_the_check_and_its_pass_r
         monkeypatch.delenv("COMMOPS_INBOX_URL", raising=False)
         inbox = InboxResource(data_dir=str(data_dir))
         server.create("kols", 1, ids=("not_a_kol_id",))  # fails the snapshot's blocking id check
-        blocked = _nightly_of_lake_kols(instance, server, data_dir)
-        failure = instance.all_logs(blocked.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)[0].dagster_event
-        sensor = dg.build_run_status_sensor_context("alerts_run_failure_sensor", failure, instance, blocked,
-                                                    resources={"inbox": inbox}).for_run_failure()
-        alerts_run_failure_sensor(sensor)  # the daemon's sensor, then `commops sync` seeing the same run
+        blocked = nightly_of_lake_kols(instance, server.base_url, server.api_key, data_dir)
+        # the daemon's sensor, then `commops sync` seeing the same run
+        alerts_run_failure_sensor(
+            status_sensor_context("alerts_run_failure_sensor", instance, blocked, {"inbox": inbox}))
         review_after_run(instance, blocked.run_id, inbox.location, [])
         alerts = [request.json() for request in http.on(HOOK)]
 
         server.delete("kols", ["not_a_kol_id"])
-        landed = _nightly_of_lake_kols(instance, server, data_dir)
+        landed = nightly_of_lake_kols(instance, server.base_url, server.api_key, data_dir)
         review_after_run(instance, landed.run_id, inbox.location, [])
         recoveries = [request.json() for request in http.on(HOOK)][len(alerts):]
 
