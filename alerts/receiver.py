@@ -1,6 +1,7 @@
 """The "receiver looks dead" alert (`receiver/<org>`): an organization's newest inbox event was received
 more than COMMOPS_ALERT_RECEIVER_SILENCE_MINUTES ago, while the API shows rows added after it that had
-time to arrive. Resolved when events arrive again.
+time to arrive. Resolved when events arrive again: one is received within the setting, or none of the rows
+added is newer than the newest event any more.
 
 The spec offers no `updated_since` filter, and a KOL's `updated_at` also moves with no event (an
 interaction, a publication, an attendance refresh its metrics), so the API is asked for its newest rows
@@ -86,23 +87,28 @@ def review_receiver(org: Org, newest_event: datetime | None, alerter: Alerter, n
     silence = timedelta(minutes=alerter.settings.receiver_silence_minutes)
     key = f"receiver/{org.name}"
     received = newest_event.strftime("%Y-%m-%d %H:%M UTC")
+    arriving = f"webhook events arrive again (newest received {received})"
     if now - newest_event <= silence:
-        alerter.recover(key, org.name, "receiver", f"webhook events arrive again (newest received {received})")
+        alerter.recover(key, org.name, "receiver", arriving)
         return
-    grace, missed = min(DELIVERY_GRACE, silence), []
+    grace, missed, judged = min(DELIVERY_GRACE, silence), [], False
     for resource, field in WATCHED:
         try:
             first = first_missed(recent_rows(org, resource, field), newest_event, grace)
         except NotAsked as error:
             log.warning(f"receiver of {org.name} not judged by {resource}: {error}")
             continue
+        judged = True
         if first is not None:
             missed.append((first, resource))
-    if missed:
-        first, resource = min(missed)
-        minutes = (now - newest_event).total_seconds() / 60
-        alerter.alert(key, "receiver_silent", org.name, "receiver",
-                      f"no webhook event received for {minutes:.0f} min (newest {received}) while the API shows "
-                      f"{resource} added since (first {first.strftime('%Y-%m-%d %H:%M UTC')}): is commops receiver "
-                      f"running and its webhook enabled? (COMMOPS_ALERT_RECEIVER_SILENCE_MINUTES="
-                      f"{alerter.settings.receiver_silence_minutes:g})")
+    if not missed:
+        if judged:  # nothing added since the newest event: it came after what was missed
+            alerter.recover(key, org.name, "receiver", arriving)
+        return
+    first, resource = min(missed)
+    minutes = (now - newest_event).total_seconds() / 60
+    alerter.alert(key, "receiver_silent", org.name, "receiver",
+                  f"no webhook event received for {minutes:.0f} min (newest {received}) while the API shows "
+                  f"{resource} added since (first {first.strftime('%Y-%m-%d %H:%M UTC')}): is commops receiver "
+                  f"running and its webhook enabled? (COMMOPS_ALERT_RECEIVER_SILENCE_MINUTES="
+                  f"{alerter.settings.receiver_silence_minutes:g})")
