@@ -5,7 +5,10 @@ table's own (e.g. COMMOPS_FRESHNESS_KOL_DETAILS_HOURS=6).
 Judged per organization from the Dagster instance, each table's latest materialization of that
 organization's partition ("data as of"): Dagster's own freshness is per asset, where one organization's
 fresh partition would hide another's stale one. A table never loaded for an organization is shown as such
-by `commops status`, and not alerted on (an organization being set up has no data yet)."""
+by `commops status`, and not alerted on (an organization being set up has no data yet).
+
+The same deadline goes on the assets as Dagster's own FreshnessPolicy (`dagster_policy`), per asset, so the
+UI shows it; Dagster's policy takes a window of at most 24 h, so a longer setting shows there as 24 h."""
 
 from __future__ import annotations
 
@@ -36,6 +39,15 @@ def hours_allowed(table: str, environment: dict[str, str] | None = None) -> floa
                 raise SettingsError(f"{name}={value!r} must not be negative")
             return hours
     return DEFAULT_HOURS
+
+
+def dagster_policy(table: str, timezone: str, environment: dict[str, str] | None = None) -> dg.FreshnessPolicy:
+    """Dagster's FreshnessPolicy of the same deadline: loaded between the nightly run and its deadline
+    (Dagster needs a window of 1 minute to 24 hours)."""
+    minutes = min(max(round(hours_allowed(table, environment) * 60), 1), 24 * 60)
+    deadline = NIGHTLY_HOUR * 60 + minutes
+    return dg.FreshnessPolicy.cron(deadline_cron=f"{deadline % 60} {deadline // 60 % 24} * * *",
+                                   lower_bound_delta=timedelta(minutes=minutes), timezone=timezone)
 
 
 def due_since(now: datetime, timezone: str, hours: float) -> tuple[datetime, datetime]:

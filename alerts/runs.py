@@ -9,6 +9,7 @@ import dagster as dg
 from dagster._utils.error import SerializableErrorInfo
 
 PARTITION_TAG = "dagster/partition"
+CHECKS_FAILED = "DagsterAssetCheckFailedError"  # what Dagster raises in a step whose blocking check failed
 EVERY_ORG = "all"  # the organization named by a run of an unpartitioned job
 
 
@@ -38,6 +39,14 @@ def failure_cause(instance: dg.DagsterInstance, run_id: str) -> str:
     if cause:
         return cause
     return next((one_line(record.message) for record in runs if record.message), "the run failed (see its logs)")
+
+
+def failed_by_checks_alone(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """Whether every failed step of run `run_id` failed because a blocking check of its own failed (the
+    run failed for nothing else)."""
+    steps = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+    errors = [record.dagster_event.step_failure_data.error for record in steps]
+    return bool(errors) and all(error is not None and error.cls_name == CHECKS_FAILED for error in errors)
 
 
 def check_evaluations(instance: dg.DagsterInstance, run_id: str) -> list:

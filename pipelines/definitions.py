@@ -9,7 +9,8 @@ from typing import Any
 
 import dagster as dg
 
-from assets.analytics import build_analytics_asset
+from alerts.freshness import dagster_policy
+from assets.analytics import ANALYTICS_KEY, build_analytics_asset
 from assets.crm import CRM_ASSETS
 from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
@@ -107,10 +108,24 @@ def adopt_single_org_layout(settings: Settings) -> None:
     lake.adopt_single_org_layout([spec.name for spec in CATALOG], DEFAULT_ORG)
 
 
+def with_freshness_policies(assets: list, timezone: str) -> list:
+    """The warehouse tables and `analytics` with Dagster's FreshnessPolicy of their deadline
+    (alerts/freshness.py: COMMOPS_FRESHNESS_*), so the UI shows it beside our per-organization alerts."""
+    due = {*(a.key for a in WAREHOUSE_ASSETS), ANALYTICS_KEY}
+
+    def policy(spec: dg.AssetSpec) -> dg.AssetSpec:
+        if spec.key not in due:
+            return spec
+        return spec.replace_attributes(freshness_policy=dagster_policy(spec.key.path[-1], timezone))
+
+    return [a.map_asset_specs(policy) if isinstance(a, dg.AssetsDefinition) and due & set(a.keys) else a
+            for a in assets]
+
+
 def make_definitions(settings: Settings, resources: dict[str, Any] | None = None) -> dg.Definitions:
     resources = resources or build_resources(settings)
     return dg.Definitions(
-        assets=ASSETS,
+        assets=with_freshness_policies(ASSETS, settings.timezone),
         jobs=[*JOBS, retention_job],
         schedules=[*build_schedules(settings.timezone, crm_configured=not isinstance(resources["crm"], NoCrmConfigured)),
                    retention_schedule(settings.timezone)],

@@ -14,7 +14,9 @@ import dagster as dg
 from click.testing import CliRunner
 
 from commops_cli.commops import main
-from pipelines.sensors import alerts_sensor
+from alerts.commands import review_after_run
+from pipelines.sensors import alerts_run_failure_sensor, alerts_sensor
+from tests.operators.nightly import nightly_of_lake_kols, status_sensor_context
 from resources.orgs import OrgsResource
 from resources.webhooks import InboxResource
 from tests.operators.listeners import alert_channels
@@ -116,3 +118,35 @@ def test_quarantined_events_and_an_aged_backlog_alert_once_across_ticks_even_pas
     assert quarantined.startswith("commops ALERT · org default · inbox · 1 webhook event(s) quarantined")
     assert len(recovered) == 2 and all(text.startswith("commops RECOVERED · org default · inbox") for text in recovered)
     assert inbox_path(data_dir).with_name("alerts.db").exists()  # the incidents, beside the inbox
+
+
+def test_a_failed_blocking_check_is_one_incident_naming_the_check_and_its_pass_recovers_it(tmp_path, monkeypatch):
+    data_dir = tmp_path / "data"
+    with SpecServer(kols=3) as server, alert_channels() as (http, mailbox, env), \
+            dg.DagsterInstance.ephemeral() as instance:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("COMMOPS_INBOX_URL", raising=False)
+        inbox = InboxResource(data_dir=str(data_dir))
+        server.create("kols", 1, ids=("not_a_kol_id",))  # fails the snapshot's blocking id check
+        blocked = nightly_of_lake_kols(instance, server.base_url, server.api_key, data_dir)
+        # the daemon's sensor, then `commops sync` seeing the same run
+        alerts_run_failure_sensor(
+            status_sensor_context("alerts_run_failure_sensor", instance, blocked, {"inbox": inbox}))
+        review_after_run(instance, blocked.run_id, inbox.location, [])
+        alerts = [request.json() for request in http.on(HOOK)]
+
+        server.delete("kols", ["not_a_kol_id"])
+        landed = nightly_of_lake_kols(instance, server.base_url, server.api_key, data_dir)
+        review_after_run(instance, landed.run_id, inbox.location, [])
+        recoveries = [request.json() for request in http.on(HOOK)][len(alerts):]
+
+    assert blocked.status == dg.DagsterRunStatus.FAILURE and landed.status == dg.DagsterRunStatus.SUCCESS
+    [alert] = alerts  # the run failure the check caused is folded into the check's incident
+    assert (alert["kind"], alert["subject"], alert["incident"]) == (
+        "check_failed", "check lake/kols:ids_unique_and_prefixed", "check/lake/kols:ids_unique_and_prefixed/default")
+    assert alert["cause"] == ("failed (blocking): lake/kols and what depends on it were not loaded; "
+                              "job nightly_sync failed")
+    assert alert["run_id"] == blocked.run_id and len(http.on(SLACK)) == 2 and len(mailbox.messages) == 2
+    [recovery] = recoveries
+    assert (recovery["state"], recovery["incident"]) == ("RECOVERED", "check/lake/kols:ids_unique_and_prefixed/default")
