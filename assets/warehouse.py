@@ -101,6 +101,7 @@ def _health(conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, snapshot: str, 
             counts: MergeCounts | None) -> tuple[dict[str, Any], list[dg.AssetCheckResult]]:
     """The load's counts for `table_loads` and the two checks reading its history (volume, schema drift)."""
     settings = load_settings()
+    sync_health.ensure_health_tables(conn)
     recent = sync_health.recent_snapshot_rows(conn, org, spec.table, settings.volume_nights)
     volume = checks.volume_check(snapshot_rows, recent, max_drop=settings.volume_max_drop,
                                  max_rise=settings.volume_max_rise)

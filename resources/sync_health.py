@@ -106,15 +106,21 @@ _AS_OF_COMMENTS = {
 
 
 def ensure_health_tables(conn: duckdb.DuckDBPyConnection) -> None:
-    """Create the health tables and the `data_as_of` view where missing, commented."""
-    present = {row[0] for row in conn.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+    """Create the health tables and the `data_as_of` view where missing, commented; add the columns a table
+    made earlier lacks."""
+    present: dict[str, set[str]] = {}
+    for table, column in conn.execute("SELECT table_name, column_name FROM duckdb_columns() WHERE schema_name = 'main' "
+                                      "AND list_contains(?, table_name)", [list(_TABLES)]).fetchall():
+        present.setdefault(table, set()).add(column)
     for table, (comment, columns) in _TABLES.items():
-        if table in present:
-            continue
-        conn.execute(f"CREATE TABLE {table} ({', '.join(f'{name} {type_}' for name, type_, _ in columns)})")
-        conn.execute(f"COMMENT ON TABLE {table} IS {sql_literal(comment)}")
-        for name, _, text in columns:
+        if table not in present:
+            conn.execute(f"CREATE TABLE {table} ({', '.join(f'{name} {type_}' for name, type_, _ in columns)})")
+            conn.execute(f"COMMENT ON TABLE {table} IS {sql_literal(comment)}")
+        for name, type_, text in columns:
+            if table in present and name in present[table]:
+                continue
+            if table in present:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {type_}")
             conn.execute(f"COMMENT ON COLUMN {table}.{name} IS {sql_literal(text)}")
     if not conn.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [DATA_AS_OF]).fetchone()[0]:
         conn.execute(
@@ -168,8 +174,6 @@ def _plain(value: Any) -> Any:
 
 def recent_snapshot_rows(conn: duckdb.DuckDBPyConnection, org: str, table: str, loads: int) -> list[int]:
     """`rows_snapshot` of the organization's last `loads` landed loads of `table`, newest first."""
-    if not _has(conn, TABLE_LOADS):
-        return []
     return [row[0] for row in conn.execute(
         f"SELECT rows_snapshot FROM {TABLE_LOADS} WHERE org = ? AND table_name = ? AND outcome = ? "
         "AND rows_snapshot IS NOT NULL ORDER BY as_of DESC NULLS LAST LIMIT ?", [org, table, LANDED, loads]).fetchall()]
@@ -177,16 +181,9 @@ def recent_snapshot_rows(conn: duckdb.DuckDBPyConnection, org: str, table: str, 
 
 def fields_seen(conn: duckdb.DuckDBPyConnection, org: str, table: str) -> set[str]:
     """Every field outside the spec an earlier load of the organization's `table` recorded."""
-    if not _has(conn, TABLE_LOADS):
-        return set()
     return {row[0] for row in conn.execute(
         f"SELECT DISTINCT unnest(map_keys(extra_fields)) FROM {TABLE_LOADS} WHERE org = ? AND table_name = ?",
         [org, table]).fetchall()}
-
-
-def _has(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return bool(conn.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?",
-                             [table]).fetchone()[0])
 
 
 def publish_health(warehouse: WarehouseResource) -> bool:
