@@ -18,9 +18,11 @@ from assets.marts import MARTS_GROUP
 from commops_cli.in_process import QUIET_CONSOLE, job_runner
 from commops_cli.sync_run import SyncError
 from pipelines.definitions import build_resources
+from pipelines.health_sensor import sync_health_failure_sensor
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.orgs import DEFAULT_ORG
 from resources.settings import load_settings
+from resources.warehouse import WarehouseResource
 from tests.pipeline.sync_support import api_key_in_env, query, sync
 from tests.spec_server import SpecServer
 
@@ -42,18 +44,18 @@ class Night:
     check_failures: list[Failure]
 
 
-def _nightly(server: SpecServer, data) -> Night:
-    """A landed nightly run of the default organization, in process, without the dbt marts."""
+def _nightly(server, data, instance: dg.DagsterInstance | None = None, *, lands: bool = True) -> Night:
+    """A nightly run of the default organization, in process, without the dbt marts; it `lands` or fails."""
     settings = load_settings(base_url=server.base_url, data_dir=data)
     with api_key_in_env(server.api_key), job_runner(settings, build_resources(settings),
-                                                    dg.DagsterInstance.ephemeral()) as runner:
+                                                    instance or dg.DagsterInstance.ephemeral()) as runner:
         job = runner.definitions.resolve_job_def(NIGHTLY_SYNC)
         keys = {key for key in job.asset_layer.selected_asset_keys
                 if job.asset_layer.get(key).group_name != MARTS_GROUP}
         runner.instance.add_dynamic_partitions("orgs", [DEFAULT_ORG])
         result = job.get_subset(asset_selection=keys).execute_in_process(
             instance=runner.instance, partition_key=DEFAULT_ORG, raise_on_error=False, run_config=QUIET_CONSOLE)
-    assert result.success
+    assert result.success is lands
     return Night(result.run_id, [
         Failure(f"{e.asset_key.to_user_string()}:{e.check_name}", bool(e.blocking) and e.severity.value == "ERROR",
                 e.description or "") for e in result.get_asset_check_evaluations() if not e.passed])
@@ -182,3 +184,22 @@ def test_a_new_field_outside_the_spec_warns_the_night_it_appears_named_with_its_
         "campaigns": ({"x_region": 2}, {}), "kols": ({}, {}), "products": ({"x_tier": 1}, {"x_tier": 1}),
         "signals": ({}, {})}
     assert [row[0] for row in _runs(data, "new_fields")] == [0, 1, 1]
+
+
+def test_a_failed_run_the_daemon_launched_is_recorded_once_by_its_sensor(tmp_path):
+    data = tmp_path / "data"
+    instance = dg.DagsterInstance.ephemeral()
+    with SpecServer(kols=3, campaigns=1, products=1, signals=1) as server:
+        failed = _nightly(SimpleNamespace(base_url=server.base_url, api_key="spec_revoked"), data, instance, lands=False)
+    run = instance.get_run_by_id(failed.run_id)
+    (failure,) = instance.all_logs(failed.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+    warehouse = WarehouseResource(data_dir=str(data))
+    for _ in range(2):  # a second tick, or commops sync having recorded it first: one row still
+        with dg.build_run_status_sensor_context(
+                sensor_name=sync_health_failure_sensor.name, dagster_instance=instance, dagster_run=run,
+                dagster_event=failure.dagster_event, resources={"warehouse": warehouse}).for_run_failure() as context:
+            sync_health_failure_sensor(context)
+
+    (row,) = query(data / "warehouse.duckdb", "SELECT run_id, org, outcome, tables_landed, failed_steps FROM sync_runs")
+    assert row == (failed.run_id, "default", "failed", 0, ", ".join(f"lake__{table}" for table in sorted(TABLES)))
+    assert query(data / "warehouse.duckdb", "SELECT count(*) FROM table_loads WHERE outcome = 'failed'") == [(4,)]
