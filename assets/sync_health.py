@@ -149,5 +149,5 @@ def record_sync_health(instance: dg.DagsterInstance, run_id: str, warehouse: War
     with warehouse.writer(log) as session:
         appended = sync_health.append_run(session.conn, row, loads)
     if appended and publish:
-        sync_health.publish_health(warehouse)
+        sync_health.publish_health(warehouse, log)
     return appended

@@ -10,16 +10,13 @@ failed run's partial tables).
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
 
 from resources.sql import sql_literal
-from resources.warehouse import ANALYTICS_FILE, ORG_COMMENT, WAREHOUSE_DATABASE, WarehouseResource
+from resources.warehouse import ORG_COMMENT, WAREHOUSE_DATABASE, WarehouseResource
 
 SYNC_RUNS = "sync_runs"
 TABLE_LOADS = "table_loads"
@@ -186,32 +183,13 @@ def fields_seen(conn: duckdb.DuckDBPyConnection, org: str, table: str) -> set[st
         [org, table]).fetchall()}
 
 
-def publish_health(warehouse: WarehouseResource) -> bool:
-    """analytics.duckdb as it was, with the warehouse's health rows it lacks appended, replaced atomically
-    (under the writer lock, like every publish). False when nothing was ever published: the rows go out with
-    the first publish."""
-    published = warehouse.analytics_path
-    if not published.exists():
-        return False
-    temp = published.with_name(f".{ANALYTICS_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    with warehouse.locked():
-        try:
-            shutil.copyfile(published, temp)
-            conn = duckdb.connect(str(temp), config={"memory_limit": warehouse.memory_limit,
-                                                     "threads": warehouse.threads})
-            try:
-                conn.execute(f"ATTACH {sql_literal(str(warehouse.path))} AS {WAREHOUSE_DATABASE} (READ_ONLY)")
-                ensure_health_tables(conn)
-                for table in (SYNC_RUNS, TABLE_LOADS):
-                    conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {WAREHOUSE_DATABASE}.{table} "
-                                 f"WHERE run_id NOT IN (SELECT run_id FROM {table})")
-                conn.execute(f"DETACH {WAREHOUSE_DATABASE}")
-                conn.execute("CHECKPOINT")
-            finally:
-                conn.close()
-            with open(temp, "rb") as handle:
-                os.fsync(handle.fileno())
-            os.replace(temp, published)
-        finally:
-            temp.unlink(missing_ok=True)
-    return True
+def publish_health(warehouse: WarehouseResource, log: Any = None) -> bool:
+    """analytics.duckdb as it was, with the warehouse's health rows it lacks appended (a failed run's, which
+    publishes nothing else). False when nothing was ever published: the rows go out with the first publish."""
+    def append_missing(conn: duckdb.DuckDBPyConnection) -> None:
+        ensure_health_tables(conn)
+        for table in (SYNC_RUNS, TABLE_LOADS):
+            conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {WAREHOUSE_DATABASE}.{table} "
+                         f"WHERE run_id NOT IN (SELECT run_id FROM {table})")
+
+    return warehouse.amend_published(append_missing, log)

@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -575,19 +575,46 @@ class WarehouseResource(dg.ConfigurableResource):
         """Copy the warehouse to analytics.duckdb atomically (under the writer lock, so no write is
         half in the copy), with the last good marts' tables added (resources/marts.py). An analyst holding
         the old analytics.duckdb keeps reading the old inode undisturbed; a new connection opens the new file."""
-        temp = self.analytics_path.with_name(f".{ANALYTICS_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        with self._exclusive_lock(log):
+        def copy(temp: Path) -> None:
             if not self.path.exists():  # nothing written yet: publish an empty warehouse
                 self._connect().close()
+            shutil.copyfile(self.path, temp)
+            self._add_marts(temp)
+
+        self._replace_published(copy, log)
+        return self.analytics_path
+
+    def amend_published(self, amend: Callable[[duckdb.DuckDBPyConnection], None], log: Any = None) -> bool:
+        """analytics.duckdb as published, changed by `amend` (given a connection to a copy of it, the warehouse
+        attached read-only as `warehouse`) and replaced atomically under the writer lock, like a publish: for
+        what must reach analysts without publishing the warehouse as it stands. False when nothing is published."""
+        def copy(temp: Path) -> None:
+            shutil.copyfile(self.analytics_path, temp)
+            conn = duckdb.connect(str(temp), config={"memory_limit": self.memory_limit, "threads": self.threads})
             try:
-                shutil.copyfile(self.path, temp)
-                self._add_marts(temp)
+                conn.execute(f"ATTACH {sql_literal(str(self.path))} AS {WAREHOUSE_DATABASE} (READ_ONLY)")
+                amend(conn)
+                conn.execute(f"DETACH {WAREHOUSE_DATABASE}")
+                conn.execute("CHECKPOINT")
+            finally:
+                conn.close()
+
+        if not self.analytics_path.exists():
+            return False
+        self._replace_published(copy, log)
+        return True
+
+    def _replace_published(self, write: Callable[[Path], None], log: Any) -> None:
+        """analytics.duckdb replaced by the file `write` makes at a temporary path, under the writer lock."""
+        temp = self.analytics_path.with_name(f".{ANALYTICS_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        with self._exclusive_lock(log):
+            try:
+                write(temp)
                 with open(temp, "rb") as handle:
                     os.fsync(handle.fileno())
                 os.replace(temp, self.analytics_path)
             finally:
                 temp.unlink(missing_ok=True)
-        return self.analytics_path
 
     def _add_marts(self, copy: Path) -> None:
         marts = Path(self.data_dir) / MARTS_FILE
