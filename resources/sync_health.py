@@ -95,7 +95,7 @@ _TABLES = {
 _AS_OF_COMMENTS = {
     "org": ORG_COMMENT,
     "table_name": "Warehouse table",
-    "as_of": "The table's rows reflect the service as of this time (the last landed snapshot's listing start); "
+    "as_of": "The table's rows reflect the service as of this time (when the last landed run started listing it); "
              "webhooks may have brought some rows further since",
     "snapshot_date": "Snapshot date of that load",
     "run_id": "Dagster run that loaded it",
@@ -120,12 +120,15 @@ def ensure_health_tables(conn: duckdb.DuckDBPyConnection) -> None:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {type_}")
             conn.execute(f"COMMENT ON COLUMN {table}.{name} IS {sql_literal(text)}")
     if not conn.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [DATA_AS_OF]).fetchone()[0]:
+        # Loads of runs that landed (published) only: a failed run may have merged some tables, which
+        # analysts see only once a later publish carries them (the view then understates, never overstates).
         conn.execute(
-            f"CREATE VIEW {DATA_AS_OF} AS SELECT org, table_name, max(as_of) AS as_of, "
-            f"arg_max(snapshot_date, as_of) AS snapshot_date, arg_max(run_id, as_of) AS run_id "
-            f"FROM {TABLE_LOADS} WHERE outcome = {sql_literal(LANDED)} GROUP BY org, table_name")
+            f"CREATE VIEW {DATA_AS_OF} AS SELECT l.org, l.table_name, max(l.as_of) AS as_of, "
+            f"arg_max(l.snapshot_date, l.as_of) AS snapshot_date, arg_max(l.run_id, l.as_of) AS run_id "
+            f"FROM {TABLE_LOADS} l JOIN {SYNC_RUNS} r ON r.run_id = l.run_id AND r.org IS NOT DISTINCT FROM l.org "
+            f"WHERE l.outcome = {sql_literal(LANDED)} AND r.outcome = {sql_literal(LANDED)} GROUP BY l.org, l.table_name")
         conn.execute(f"COMMENT ON VIEW {DATA_AS_OF} IS 'Per organization and table: the time its rows reflect "
-                     "(the last nightly load that landed)'")
+                     "(the last nightly run that landed and published it)'")
         for name, text in _AS_OF_COMMENTS.items():
             conn.execute(f"COMMENT ON COLUMN {DATA_AS_OF}.{name} IS {sql_literal(text)}")
 

@@ -131,22 +131,24 @@ def test_sync_runs_and_table_loads_equal_what_two_runs_did(tmp_path):
                  "('sync_runs', 'table_loads') AND coalesce(comment, '') <> ''") == [(2,)]
 
 
-def test_a_failed_run_gets_its_row_and_publishes_nothing_else(tmp_path):
+def test_failed_and_blocked_runs_get_their_rows_and_publish_nothing_else(tmp_path):
     data = tmp_path / "data"
     with SpecServer(kols=5, campaigns=2, products=2, signals=2) as server:
         first = _nightly(server, data)
-        server.create_kols(3)
-        with pytest.raises(SyncError):
+        server.create("kols", 1, ids=("not_a_kol_id",))  # fails the snapshot's blocking id check
+        with pytest.raises(SyncError):  # commops sync's path: the run ends blocked, then its rows are written
+            sync(server, data)
+        with pytest.raises(SyncError):  # the run fails at its first requests
             sync(SimpleNamespace(base_url=server.base_url, api_key="spec_revoked"), data)
 
-    (failed_run, outcome, failed_steps, landed), = query(
-        data / "analytics.duckdb", "SELECT run_id, outcome, failed_steps, tables_landed FROM sync_runs "
-        f"WHERE run_id <> '{first.run_id}'")
-    assert (outcome, landed) == ("failed", 0)
-    assert failed_steps == ", ".join(f"lake__{table}" for table in sorted(TABLES))
-    assert _loads(data, failed_run, "outcome, rows_snapshot, requests") == {
-        table: ("failed", None, None) for table in TABLES}
-    # The failed run published nothing else: the KOLs analysts read are the first run's, as of its listing.
+    (blocked, *blocked_row), (failed, *failed_row) = _runs(data, "run_id, outcome, failed_steps, tables_landed")[1:]
+    assert blocked_row == ["blocked by checks", "lake/kols:ids_unique_and_prefixed", 3]
+    assert _loads(data, blocked, "outcome, rows_snapshot, rows_inserted") == {
+        "kols": ("blocked by checks", 6, None), "campaigns": ("landed", 2, 0), "products": ("landed", 2, 0),
+        "signals": ("landed", 2, 0)}
+    assert failed_row == ["failed", ", ".join(f"lake__{table}" for table in sorted(TABLES)), 0]
+    assert _loads(data, failed, "outcome, rows_snapshot, requests") == {table: ("failed", None, None) for table in TABLES}
+    # Neither published anything else: the KOLs analysts read are the first run's, and so is their as of.
     assert query(data / "analytics.duckdb", "SELECT count(*) FROM kols") == [(5,)]
     assert query(data / "analytics.duckdb", "SELECT DISTINCT run_id FROM data_as_of") == [(first.run_id,)]
 
