@@ -2,7 +2,8 @@
 
 Downstream of every warehouse table, so lineage shows what analysts read and when it last
 changed. A run whose warehouse steps failed publishes nothing: analysts keep the last
-complete copy. With the Iceberg settings, the same copy's current-state tables are then merged
+complete copy. A nightly run records its health rows (assets/sync_health.py) just before it
+publishes. With the Iceberg settings, the same copy's current-state tables are then merged
 into Iceberg tables on the object store for readers on other machines (resources/iceberg.py).
 """
 
@@ -10,6 +11,7 @@ import time
 
 import dagster as dg
 
+from assets.sync_health import NIGHTLY_SYNC, record_sync_health
 from sync.catalog import CAMPAIGN_ENGAGEMENT, CATALOG, KOL_DETAILS, WEBHOOK_EVENTS
 from resources.iceberg import IcebergResource
 from resources.warehouse import WarehouseResource
@@ -32,6 +34,11 @@ def build_analytics_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
     def analytics(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, iceberg: IcebergResource
     ) -> dg.MaterializeResult:
+        if context.job_name == NIGHTLY_SYNC:  # the run's health rows, in the copy about to be published
+            try:
+                record_sync_health(context.instance, context.run.run_id, warehouse, context.log, landed=True)
+            except Exception as error:  # noqa: BLE001 (the night's data is published all the same)
+                context.log.warning(f"sync health not recorded for this run: {str(error).splitlines()[0] if str(error) else error!r}")
         path = warehouse.publish_analytics(context.log)
         context.log.info(f"Published {path} for analysts")
         started = time.monotonic()

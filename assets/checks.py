@@ -4,6 +4,9 @@ The checks sit beside their assets: each asset declares `check_specs(...)` and r
 results of `run_*_checks(...)` in its MaterializeResult. Every check is generated from the
 catalog entry (id prefix, required fields, enum columns, product references).
 
+Two checks of every warehouse table read the sync's own history (`table_loads`, resources/sync_health.py):
+the volume of tonight's snapshot against the last loads, and fields outside the spec seen for the first time.
+
 A blocking check fails with ERROR severity: its table is not loaded and the run fails. Every other
 check warns (WARN): the run lands, and `commops sync` prints one line per failed one.
 """
@@ -23,6 +26,8 @@ REQUIRED = "required_fields_present"
 ENUMS = "enum_values_valid"
 PRODUCT_REFS = "product_ids_exist"
 SNAPSHOT_IN_TABLE = "snapshot_rows_in_table"
+VOLUME = "row_count_within_recent_loads"
+SCHEMA_DRIFT = "no_new_fields"
 WARN = dg.AssetCheckSeverity.WARN
 
 
@@ -49,6 +54,12 @@ def warehouse_check_specs(spec: ResourceSpec, asset_key: dg.AssetKey) -> list[dg
                           "(letters, digits, _ or - after the prefix; any other row is kept but never fetched by id)"),
         dg.AssetCheckSpec(SNAPSHOT_IN_TABLE, asset=asset_key,
                           description="Every id of the run's snapshot is in the table"),
+        dg.AssetCheckSpec(VOLUME, asset=asset_key,
+                          description="The snapshot's rows within the bounds of the table's last landed loads: no "
+                          "drop of more than COMMOPS_VOLUME_MAX_DROP (20%) against their median (COMMOPS_VOLUME_NIGHTS, 7)"),
+        dg.AssetCheckSpec(SCHEMA_DRIFT, asset=asset_key,
+                          description="No field outside the spec (kept in _extra) that no earlier load of the "
+                          "organization's table returned; new ones are named with their row counts"),
     ]
     if spec.product_refs:
         specs.append(dg.AssetCheckSpec(PRODUCT_REFS, asset=asset_key,
@@ -180,3 +191,46 @@ def run_warehouse_checks(
             )
         )
     return results
+
+
+def extra_fields(conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, snapshot_relation: str) -> dict[str, int]:
+    """Top-level fields of the snapshot's `_extra` the spec does not name (a named field there is a value that
+    could not be read, counted as such), with the number of rows carrying each."""
+    known = ", ".join(sql_literal(name) for name in spec.schema.names)
+    return dict(conn.execute(
+        f"SELECT field, count(*) FROM (SELECT unnest(json_keys(_extra)) AS field FROM {snapshot_relation} "
+        f"WHERE _extra IS NOT NULL) WHERE field NOT IN ({known}) GROUP BY field ORDER BY field").fetchall())
+
+
+def volume_check(rows: int, recent: list[int], *, max_drop: float, max_rise: float | None) -> dg.AssetCheckResult:
+    """`rows` against the median of `recent` (the last landed loads' snapshot rows): passes without history."""
+    metadata: dict[str, object] = {"rows": rows, "loads_compared": len(recent)}
+    if not recent:
+        return dg.AssetCheckResult(check_name=VOLUME, passed=True, severity=WARN,
+                                   description="no earlier load to compare with yet", metadata=metadata)
+    ordered = sorted(recent)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    low = median * (1 - max_drop)
+    high = None if max_rise is None else median * (1 + max_rise)
+    metadata |= {"median_recent": float(median), "lower_bound": round(low, 1)}
+    if high is not None:
+        metadata["upper_bound"] = round(high, 1)
+    change = (rows - median) / median if median else 0.0
+    metadata["change_vs_median"] = round(change, 4)
+    passed = rows >= low and (high is None or rows <= high)
+    description = None if passed else (
+        f"{rows} rows against a median of {median:g} over the last {len(recent)} loads ({change:+.0%})")
+    return dg.AssetCheckResult(check_name=VOLUME, passed=passed, severity=WARN, description=description,
+                               metadata=metadata)
+
+
+def schema_drift_check(extra: dict[str, int], seen: set[str]) -> tuple[dg.AssetCheckResult, dict[str, int]]:
+    """Fails (WARN) when a field outside the spec appears that no earlier load returned; with the new ones."""
+    new = {name: count for name, count in extra.items() if name not in seen}
+    description = None if not new else "new fields outside the spec: " + ", ".join(
+        f"{name} ({count} rows)" for name, count in new.items())
+    result = dg.AssetCheckResult(
+        check_name=SCHEMA_DRIFT, passed=not new, severity=WARN, description=description,
+        metadata={"new_fields": dg.MetadataValue.json(new), "extra_fields": dg.MetadataValue.json(extra)})
+    return result, new

@@ -8,7 +8,7 @@ analysts' copy is the `analytics` asset's (assets/analytics.py), once per run.
 
 import functools
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dagster as dg
@@ -21,9 +21,11 @@ from assets.partitions import ORGS, partition_org
 from assets.metadata import SyncStats, catalog_reference, column_schema, markdown_profile
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.changed_rows import changes_of
+from resources import sync_health
 from resources.lake import LakeResource
+from resources.settings import load_settings
 from resources.sql import read_parquet, sql_literal
-from resources.warehouse import WarehouseResource
+from resources.warehouse import MergeCounts, WarehouseResource
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Merged:
     seconds: float
     threads: int  # DuckDB's, in the session that merged
     read_from_changes: int | None = None  # rows written read from the snapshot's side file (None: none was read)
+    health: dict[str, Any] = field(default_factory=dict)  # the load's counts for table_loads (assets/sync_health.py)
     note: str = ""  # what the merge had to do differently (a warning in the table's step)
 
 
@@ -84,12 +87,34 @@ def _merge_and_check(spec: ResourceSpec, org: str, snapshot_date: str, lake: Lak
         if lake.is_local:  # over object storage DuckDB 2.0 cannot glob: analysts read history as docs/analysts.md says
             session.ensure_history_view(spec, lake.relative_glob(spec.name))
         check_results = checks.run_warehouse_checks(session.conn, spec, snapshot, org)
+        health, health_results = _health(session.conn, spec, snapshot, snapshot_rows, org, session.merge_counts)
+        check_results += health_results
         rows = session.count(spec.table, org)
         children = {f"rows_{child.name}": session.count(child.name, org) for child in spec.children}
         profile = markdown_profile(session.conn, f"(SELECT * FROM {spec.table} WHERE org = {sql_literal(org)})",
                                    [f.name for f in spec.schema][:4])
     return Merged(snapshot_rows, written, rows, children, profile, check_results, time.monotonic() - started, threads,
-                  session.read_from_changes)
+                  session.read_from_changes, health=health)
+
+
+def _health(conn: duckdb.DuckDBPyConnection, spec: ResourceSpec, snapshot: str, snapshot_rows: int, org: str,
+            counts: MergeCounts | None) -> tuple[dict[str, Any], list[dg.AssetCheckResult]]:
+    """The load's counts for `table_loads` and the two checks reading its history (volume, schema drift)."""
+    settings = load_settings()
+    sync_health.ensure_health_tables(conn)
+    recent = sync_health.recent_snapshot_rows(conn, org, spec.table, settings.volume_nights)
+    volume = checks.volume_check(snapshot_rows, recent, max_drop=settings.volume_max_drop,
+                                 max_rise=settings.volume_max_rise)
+    extra = checks.extra_fields(conn, spec, snapshot)
+    drift, new = checks.schema_drift_check(extra, sync_health.fields_seen(conn, org, spec.table))
+    health: dict[str, Any] = {"rows_snapshot": snapshot_rows, "extra_fields": dg.MetadataValue.json(extra),
+                              "new_fields": dg.MetadataValue.json(new)}
+    if counts is not None:
+        health |= {"rows_inserted": counts.inserted, "rows_updated": counts.updated,
+                   "rows_unchanged": snapshot_rows - counts.inserted - counts.updated}
+        if counts.archived is not None:
+            health["rows_archived"] = counts.archived
+    return health, [volume, drift]
 
 
 def hand_merge_to_background(
@@ -133,6 +158,7 @@ def load(
             **SyncStats(rows=merged.rows, duration_seconds=merged.seconds).as_metadata(),
             "rows_written": merged.written,
             "rows_kept_newer_in_table": merged.snapshot_rows - merged.written,
+            **merged.health,
             **({} if merged.read_from_changes is None else {"rows_read_from_changed_file": merged.read_from_changes}),
             **merged.children,
             "merged_beside_fetch": handed is not None,

@@ -23,6 +23,7 @@ import dagster as dg
 from alerts.commands import review_after_run
 from assets import snapshot_date as dates
 from assets.metadata import SyncStats
+from assets.sync_health import record_sync_health
 from sync.progress import ProgressReporter
 from commops_cli.command_checks import prepare_data_dir
 from resources.commops_api import RequestStats
@@ -34,7 +35,7 @@ from pipelines.jobs import NIGHTLY_SYNC
 from resources.lake import LAKE_DIR
 from resources.orgs import DEFAULT_ORG, OrgRegistry, default_org
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, TIMEZONE_ENV, load_settings, not_set
-from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE
+from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE, WarehouseResource
 from resources.inbox import inbox_location
 
 KOL_DETAILS_OP = "warehouse__kol_details"
@@ -167,10 +168,22 @@ def run_sync(
             run = runner.run(NIGHTLY_SYNC, run_config=run_config, partition=org)
             review_after_run(runner.instance, run.run_id, inbox_location(settings.data_dir),
                              registry.all())
+            if not run.success:
+                _record_failed_run(runner.instance, run.run_id, resources["warehouse"])
         if not run.success:
             raise (BlockingChecksFailed if run.blocking_failures else SyncError)(run.failure)
         snapshot_date = dates.run_snapshot_date(runner.instance, run.run_id)
     return _summarise(run, snapshot_date, settings.data_dir, org)
+
+
+def _record_failed_run(instance: dg.DagsterInstance, run_id: str, warehouse: WarehouseResource) -> None:
+    """A failed run's sync_runs and table_loads rows, in the warehouse and analytics.duckdb; a problem doing so
+    is one line on stderr and never changes how the command ends."""
+    try:
+        record_sync_health(instance, run_id, warehouse, publish=True)
+    except Exception as error:  # noqa: BLE001 (the run's own failure is what the command reports)
+        print(f"sync health not recorded: {(str(error).strip().splitlines() or [type(error).__name__])[0]}",
+              file=sys.stderr)
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from assets.warehouse import TABLE_ASSETS
 from assets.webhooks import WEBHOOK_ASSETS, webhook_events
 from file_modes import restrict_umask
 from file_modes.data_dir import secure_data_dir
+from pipelines.health_sensor import sync_health_failure_sensor
 from pipelines.jobs import JOBS
 from pipelines.retention import retention_job, retention_schedule
 from pipelines.marts_sensor import build_marts_refresh_sensor
@@ -129,7 +130,7 @@ def make_definitions(settings: Settings, resources: dict[str, Any] | None = None
         jobs=[*JOBS, retention_job],
         schedules=[*build_schedules(settings.timezone, crm_configured=not isinstance(resources["crm"], NoCrmConfigured)),
                    retention_schedule(settings.timezone)],
-        sensors=[*SENSORS, build_marts_refresh_sensor(settings.marts_refresh_minutes)],
+        sensors=[*SENSORS, sync_health_failure_sensor, build_marts_refresh_sensor(settings.marts_refresh_minutes)],
         resources=resources,
     )
 

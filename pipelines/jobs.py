@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.sync_health import NIGHTLY_SYNC
 from assets.webhooks import APPLIED_KEY, WEBHOOK_EVENTS_KEY
 from pipelines.hooks import count_step_failure
 
-NIGHTLY_SYNC = "nightly_sync"
 APPLY_WEBHOOK_EVENTS = "apply_webhook_events"
 CRM_RECONCILIATION = "crm_reconciliation"
 REFRESH_MARTS = "refresh_marts"

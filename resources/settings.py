@@ -70,6 +70,10 @@ class Settings(BaseSettings):
     lake_url: str | None = Field(default=None, description="s3://bucket/prefix: the lake on object storage.")
     iceberg_warehouse: str | None = Field(default=None, description="s3://bucket/prefix of the Iceberg tables' files.")
     iceberg_namespace: str = Field(default="commops", description="Iceberg namespace of the published tables.")
+    # The volume check (assets/checks.py): a snapshot's rows against the median of the table's last loads.
+    volume_nights: int = Field(default=7, ge=1, description="Earlier landed loads the volume check compares against.")
+    volume_max_drop: float = Field(default=0.2, ge=0, le=1, description="Largest drop (a fraction) that passes.")
+    volume_max_rise: float | None = Field(default=None, gt=0, description="Largest rise (a fraction) that passes; unset: any.")
     api_connect_timeout_seconds: float = Field(default=CONNECT_TIMEOUT_SECONDS, gt=0,
                                                description="Seconds to connect to the API.")
     api_read_timeout_seconds: float = Field(default=READ_TIMEOUT_SECONDS, gt=0,

@@ -17,8 +17,9 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,6 +41,7 @@ ANALYTICS_FILE = "analytics.duckdb"
 LOCK_FILE = "warehouse.lock"
 ORG_COLUMN = "org"  # every table's first key column: the organization (commops orgs) the row belongs to
 ORG_COMMENT = "Organization the row belongs to (commops orgs list; `default` in a single-organization setup)"
+ARCHIVED_COLUMN = "is_archived"  # a row archived in the service (KOLs): counted as it becomes true
 LOAD_COLUMNS = (
     ("_snapshot_date", "DATE", "Snapshot date (the day the run read it) of the latest snapshot holding the row"),
     ("_loaded_at", "TIMESTAMPTZ", "Time the sync wrote this version of the row (UTC)"),
@@ -112,12 +114,23 @@ def description(field: pa.Field) -> str:
     return (field.metadata or {}).get(b"description", b"").decode()
 
 
+@dataclass(frozen=True)
+class MergeCounts:
+    """What one merge wrote: rows new to the table, rows it replaced, and of those, rows that became archived
+    (`archived` None: the table has no `is_archived`)."""
+
+    inserted: int
+    updated: int
+    archived: int | None
+
+
 class WarehouseSession:
     """An open read-write connection with the warehouse's write operations. `conn` is there for reads."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection):
         self.conn = conn
         self.read_from_changes: int | None = None  # rows the last merge read whole from a side file, if it had one
+        self.merge_counts: MergeCounts | None = None  # what the last merge wrote
 
     def ensure_table(self, spec: TableSpec) -> None:
         """Create the current-state table (and its children) from the Arrow schema; add new columns. A
@@ -233,6 +246,8 @@ class WarehouseSession:
                     source = self._newest_per_key(spec, source)
                 written = self._with_digest(spec, source, hashed)
                 conn.execute(f"CREATE OR REPLACE TEMP TABLE _merged_ids AS SELECT {key} AS id FROM {written}")
+                inserted = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
+                counts = MergeCounts(int(inserted), 0, 0 if ARCHIVED_COLUMN in spec.schema.names else None)
             else:
                 incoming = self._with_digest(spec, source, hashed)
                 repeated = self._meet(spec, org, incoming)
@@ -242,6 +257,7 @@ class WarehouseSession:
                 written = f"(SELECT * FROM {incoming} WHERE {key} IN (SELECT id FROM _merged_ids))"
                 if changed_relation is not None and hashed and not repeated:
                     written = self._written_from_changes(spec, incoming, stamped(changed_relation))
+                counts = self._merge_counts(spec)
                 self._observe_again(spec, org, stamp if snapshot_date is not None else None)
                 conn.execute(f"DELETE FROM {spec.table} WHERE rowid IN (SELECT _row FROM _incoming WHERE written IS NOT NULL "
                              "AND _row IS NOT NULL)")
@@ -256,6 +272,7 @@ class WarehouseSession:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        self.merge_counts = counts
         return int(count)
 
     def _written_from_changes(self, spec: TableSpec, incoming: str, changed: str) -> str:
@@ -286,8 +303,11 @@ class WarehouseSession:
         join is then to be made again with one row per id)."""
         key, this_org = spec.key, f"{ORG_COLUMN} = {sql_literal(org)}"
         not_older = _not_older(spec.version, "i", "t")
-        narrow = f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *receipt_columns(spec), DIGEST_COLUMN)))} FROM {incoming})"
+        archive = (ARCHIVED_COLUMN,) if ARCHIVED_COLUMN in spec.schema.names else ()
+        narrow = (f"(SELECT {', '.join(dict.fromkeys((key, *spec.version, *receipt_columns(spec), *archive, DIGEST_COLUMN)))} "
+                  f"FROM {incoming})")
         receipts = "".join(f", i.{name}" for name in receipt_columns(spec))
+        receipts += "".join(f", i.{name} AS _archived_now, t.{name} AS _archived_before" for name in archive)
         changed = f"t.{key} IS NULL OR ({not_older} AND t.{DIGEST_COLUMN} IS DISTINCT FROM i.{DIGEST_COLUMN})"
         execute = self.conn.execute
         execute(f"CREATE OR REPLACE TEMP TABLE _incoming AS SELECT t._row, CASE WHEN {changed} THEN i.{key} END AS "
@@ -298,6 +318,16 @@ class WarehouseSession:
         return bool(execute(
             "SELECT count(_row) - count(DISTINCT _row) + count(*) FILTER (WHERE _row IS NULL) "
             "- count(DISTINCT written) FILTER (WHERE _row IS NULL) FROM _incoming").fetchone()[0])
+
+    def _merge_counts(self, spec: TableSpec) -> MergeCounts:
+        """What the merge is about to write (`_incoming`, met by the table): new rows, replaced rows, and
+        replaced rows archived now that were not."""
+        archived = ("count(*) FILTER (WHERE written IS NOT NULL AND _row IS NOT NULL AND _archived_now "
+                    "AND NOT coalesce(_archived_before, false))" if ARCHIVED_COLUMN in spec.schema.names else "NULL")
+        inserted, updated, became = self.conn.execute(
+            "SELECT count(*) FILTER (WHERE written IS NOT NULL AND _row IS NULL), "
+            f"count(*) FILTER (WHERE written IS NOT NULL AND _row IS NOT NULL), {archived} FROM _incoming").fetchone()
+        return MergeCounts(int(inserted), int(updated), None if became is None else int(became))
 
     def _observe_again(self, spec: TableSpec, org: str, stamp: str | None) -> None:
         """The table's rows seen again (`_incoming`: met by an incoming row not older) take the incoming row's
@@ -545,19 +575,46 @@ class WarehouseResource(dg.ConfigurableResource):
         """Copy the warehouse to analytics.duckdb atomically (under the writer lock, so no write is
         half in the copy), with the last good marts' tables added (resources/marts.py). An analyst holding
         the old analytics.duckdb keeps reading the old inode undisturbed; a new connection opens the new file."""
-        temp = self.analytics_path.with_name(f".{ANALYTICS_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        with self._exclusive_lock(log):
+        def copy(temp: Path) -> None:
             if not self.path.exists():  # nothing written yet: publish an empty warehouse
                 self._connect().close()
+            shutil.copyfile(self.path, temp)
+            self._add_marts(temp)
+
+        self._replace_published(copy, log)
+        return self.analytics_path
+
+    def amend_published(self, amend: Callable[[duckdb.DuckDBPyConnection], None], log: Any = None) -> bool:
+        """analytics.duckdb as published, changed by `amend` (given a connection to a copy of it, the warehouse
+        attached read-only as `warehouse`) and replaced atomically under the writer lock, like a publish: for
+        what must reach analysts without publishing the warehouse as it stands. False when nothing is published."""
+        def copy(temp: Path) -> None:
+            shutil.copyfile(self.analytics_path, temp)
+            conn = duckdb.connect(str(temp), config={"memory_limit": self.memory_limit, "threads": self.threads})
             try:
-                shutil.copyfile(self.path, temp)
-                self._add_marts(temp)
+                conn.execute(f"ATTACH {sql_literal(str(self.path))} AS {WAREHOUSE_DATABASE} (READ_ONLY)")
+                amend(conn)
+                conn.execute(f"DETACH {WAREHOUSE_DATABASE}")
+                conn.execute("CHECKPOINT")
+            finally:
+                conn.close()
+
+        if not self.analytics_path.exists():
+            return False
+        self._replace_published(copy, log)
+        return True
+
+    def _replace_published(self, write: Callable[[Path], None], log: Any) -> None:
+        """analytics.duckdb replaced by the file `write` makes at a temporary path, under the writer lock."""
+        temp = self.analytics_path.with_name(f".{ANALYTICS_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        with self._exclusive_lock(log):
+            try:
+                write(temp)
                 with open(temp, "rb") as handle:
                     os.fsync(handle.fileno())
                 os.replace(temp, self.analytics_path)
             finally:
                 temp.unlink(missing_ok=True)
-        return self.analytics_path
 
     def _add_marts(self, copy: Path) -> None:
         marts = Path(self.data_dir) / MARTS_FILE

@@ -92,6 +92,9 @@ class SpecServer(ThreadedServer):
     def archive_kols(self, ids: list[str]) -> None:
         self.state.archive_kols(ids)
 
+    def update(self, resource: str, item_id: str, **fields: Any) -> None:
+        self.state.update(resource, item_id, **fields)
+
     def delete(self, resource: str, ids: list[str]) -> None:
         self.state.delete(resource, ids)
 

@@ -120,6 +120,15 @@ class SpecState:
                     archived.append(kol_id)
             self._log("archived", "kols", archived)
 
+    def update(self, resource: str, item_id: str, **fields: Any) -> None:
+        """Set fields of one record, its updated_at moved to now where it has one. A field the record lacks is
+        one the spec does not name (schema drift); KOLs' list shape keeps only the spec's fields."""
+        with self.lock:
+            record = self._records[resource][item_id]
+            record.update(fields)
+            if "updated_at" in record:
+                record["updated_at"] = stamp(self.now())
+
     def delete(self, resource: str, ids: list[str]) -> None:
         with self.lock:
             for item_id in ids:
