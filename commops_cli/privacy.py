@@ -9,6 +9,7 @@ from commops_cli.command_checks import fail, writable_data_dir
 from privacy import erase as erasure
 from privacy.subject import Subject
 from privacy.suppression import PrivacyKeyMissing, PrivacyStore, privacy_key
+from resources.inbox import InboxUnreachable
 
 DATA_DIR_HELP = "Data directory (default: $COMMOPS_DATA_DIR or ./data)."
 OWNERS_NOTE = ("The source system (the Commercial Operations Service) and the CRM keep their own copies: "
@@ -41,7 +42,11 @@ def _print_findings(outcome: erasure.Outcome, verb: str) -> None:
 def locate(kol, email, org, data_dir) -> None:
     """Every store and how many rows hold the person (for an access request, or to check an erasure)."""
     data = writable_data_dir("privacy locate", data_dir)
-    outcome = erasure.locate(data, _subject("privacy locate", data, kol, email, org))
+    subject = _subject("privacy locate", data, kol, email, org)
+    try:
+        outcome = erasure.locate(data, subject)
+    except InboxUnreachable as error:  # COMMOPS_INBOX_URL's Postgres: one line naming it, never its password
+        fail("privacy locate", str(error))
     if not outcome.findings:
         click.echo("Nothing found: no store of this data directory holds the person.")
         return
@@ -76,7 +81,7 @@ def erase(kol, email, org, dry_run, lift, data_dir) -> None:
                 click.echo(f"Dry run: {outcome.rows} row(s) in {len(outcome.findings)} place(s) would be erased.")
             return
         outcome = erasure.erase(data, subject)
-    except PrivacyKeyMissing as error:
+    except (PrivacyKeyMissing, InboxUnreachable) as error:
         fail("privacy erase", str(error))
     if outcome.findings:
         _print_findings(outcome, "erased")
@@ -92,7 +97,10 @@ def erase(kol, email, org, dry_run, lift, data_dir) -> None:
 def log(data_dir) -> None:
     """The erasures and lifts done in this data directory (no personal data: a keyed hash names each request)."""
     data = writable_data_dir("privacy log", data_dir)
-    entries = PrivacyStore(data).entries()
+    try:
+        entries = PrivacyStore(data).entries()
+    except InboxUnreachable as error:
+        fail("privacy log", str(error))
     if not entries:
         click.echo("No erasure or lift recorded.")
         return

@@ -36,7 +36,7 @@ from resources.lake import LAKE_DIR
 from resources.orgs import DEFAULT_ORG, OrgRegistry, default_org
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, TIMEZONE_ENV, load_settings, not_set
 from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE, WarehouseResource
-from resources.inbox import inbox_location
+from resources.inbox import InboxUnreachable, inbox_location
 
 KOL_DETAILS_OP = "warehouse__kol_details"
 
@@ -141,8 +141,8 @@ def run_sync(
     chosen.api_key()  # SettingsError naming its variable, before anything runs
     check_snapshot_date(snapshot_date)
     try:
-        Suppression.load(settings.data_dir)  # fails closed: a suppression list without its key
-    except PrivacyKeyMissing as error:
+        Suppression.load(settings.data_dir)  # fails closed: a suppression list without its key, or unreadable
+    except (PrivacyKeyMissing, InboxUnreachable) as error:
         raise SyncError(str(error)) from None
     try:
         prepare_data_dir(settings)

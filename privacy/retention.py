@@ -4,8 +4,9 @@ What is older than the setting goes, never below what other features need:
 - lake snapshot folders (and their changed-rows side files) dated before the cutoff, except each
   resource's newest MIN_SNAPSHOTS_KEPT dates (the nights the history views and the volume comparison read;
   the newest is also what the next night's changed-rows file is computed against);
-- applied webhook events of the inbox received before the cutoff (pending and quarantined ones stay);
-  then VACUUM and a TRUNCATE checkpoint, so their bytes are gone;
+- applied webhook events of the inbox received before the cutoff (pending and quarantined ones stay), in
+  the SQLite file or the Postgres of COMMOPS_INBOX_URL; then VACUUM (on SQLite with a TRUNCATE checkpoint,
+  so their bytes are gone);
 - reports (CSV, HTML) and reconciliation_runs rows older than the cutoff, but never younger than the
   write-back's undo window (COMMOPS_UNDO_WINDOW_DAYS, default 30): what an admin may still undo keeps
   the report it was decided from;
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
@@ -25,13 +25,14 @@ from pathlib import Path
 
 import duckdb
 
+from commops_spec.timestamps import format_timestamp
 from privacy.stores import REPORTS_DIR
 from resources.files import holding_lock
 from resources.lake import LAKE_DIR, STAGING_DIR
 from resources.marts import MartsResource
 from resources.sql import sql_literal
 from resources.warehouse import WAREHOUSE_FILE, WarehouseResource
-from resources.inbox.inbox import INBOX_FILE
+from resources.inbox import Inbox, inbox_location
 
 RETENTION_DAYS_ENV = "COMMOPS_RETENTION_DAYS"
 UNDO_WINDOW_ENV = "COMMOPS_UNDO_WINDOW_DAYS"
@@ -100,7 +101,7 @@ def apply_retention(data_dir: Path, today: date, days: int | None = None, undo_d
     reports_cutoff = today - timedelta(days=max(days, undo_window_days() if undo_days is None else undo_days))
     removed.cutoff, removed.reports_cutoff = cutoff.isoformat(), reports_cutoff.isoformat()
     removed.snapshots = _old_snapshots(data_dir / LAKE_DIR, cutoff)
-    removed.inbox_events = _old_inbox_events(data_dir / INBOX_FILE, cutoff)
+    removed.inbox_events = _old_inbox_events(data_dir, cutoff)
     removed.reports = _old_reports(data_dir / REPORTS_DIR, reports_cutoff)
     removed.reconciliation_runs = _old_runs(data_dir, reports_cutoff)
     removed.kol_history_rows = _old_history(data_dir, cutoff)
@@ -123,17 +124,14 @@ def _old_snapshots(lake: Path, cutoff: date) -> list[str]:
     return removed
 
 
-def _old_inbox_events(path: Path, cutoff: date) -> int:
-    if not path.exists():
+def _old_inbox_events(data_dir: Path, cutoff: date) -> int:
+    """The inbox's applied events received before the cutoff, where the receiver and the sync find the inbox
+    (the Postgres of COMMOPS_INBOX_URL, else the data directory's file)."""
+    location = inbox_location(data_dir)
+    if isinstance(location, Path) and not location.exists():
         return 0
-    before = datetime.combine(cutoff, time(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
-    with closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as conn:
-        conn.execute("PRAGMA secure_delete = ON")
-        count = conn.execute("DELETE FROM events WHERE applied_at IS NOT NULL AND received_at < ?", [before]).rowcount
-        if count:
-            conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return count
+    with Inbox(location) as inbox:
+        return inbox.expire_applied(format_timestamp(datetime.combine(cutoff, time(), timezone.utc)))
 
 
 def _old_reports(folder: Path, cutoff: date) -> list[str]:

@@ -7,8 +7,9 @@ of its rows hold a person (`locate`) and to remove them (`erase`), crash-safe an
 - the warehouse (DuckDB): rebuilt into a new file without the person's rows (the write-back audit keeps
   its rows, their personal values tombstoned), then renamed over it, under the writer lock: no free block
   of the new file ever held the person; analytics.duckdb is then republished from it;
-- the webhook inbox (SQLite): the person's events deleted, then VACUUM and a TRUNCATE checkpoint of the
-  write-ahead log, on every run (a run killed between the delete and the VACUUM leaves nothing behind);
+- the webhook inbox (the SQLite file, or Postgres with COMMOPS_INBOX_URL): the person's events deleted, then
+  VACUUM (and on SQLite a TRUNCATE checkpoint of the write-ahead log), on every run (a run killed between the
+  delete and the VACUUM leaves nothing behind);
 - reports (CSV and HTML under reports/): the person's rows removed, the file rewritten beside and renamed.
 
 Reading is DuckDB over the files (never a dataset in Python objects); only row numbers come back.
@@ -20,7 +21,6 @@ import csv
 import html
 import os
 import re
-import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
@@ -37,7 +37,8 @@ from resources.lake import LAKE_DIR, ORG_PARTITION, STAGING_DIR
 from resources.sql import sql_literal
 from resources.marts import MartsResource
 from resources.warehouse import WarehouseResource
-from resources.inbox.inbox import INBOX_FILE
+from resources.inbox import Inbox as InboxStore, describe_location, inbox_location
+from resources.inbox.stores import POSTGRES_TABLE, is_postgres_url
 
 REPORTS_DIR = "reports"
 AUDIT_TABLE = "crm_writeback_audit"
@@ -253,42 +254,38 @@ def _table_counts(conn: duckdb.DuckDBPyConnection, subject: Subject) -> Iterator
 
 
 class Inbox:
-    """The webhook inbox's SQLite file: each event's payload as received."""
+    """The webhook inbox where the receiver and the sync find it (resources/inbox `inbox_location`: the
+    Postgres of COMMOPS_INBOX_URL, else the data directory's SQLite file): each event's payload as received."""
 
     name = "inbox"
 
     def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / INBOX_FILE
+        self.location = inbox_location(data_dir)
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        conn.create_function("privacy_match", 2, _payload_matches, deterministic=True)
-        return conn
+    def _open(self) -> InboxStore | None:
+        """The inbox, or None for a SQLite file that does not exist (nothing to find, nothing created)."""
+        if isinstance(self.location, Path) and not self.location.exists():
+            return None
+        return InboxStore(self.location)
+
+    def _finding(self, rows: int) -> list[Finding]:
+        where = describe_location(self.location)
+        table = POSTGRES_TABLE if is_postgres_url(self.location) else "events"
+        return [Finding(self.name, f"{where}:{table}", rows)] if rows else []
 
     def locate(self, subject: Subject) -> list[Finding]:
-        if not self.path.exists():
+        inbox = self._open()
+        if inbox is None:
             return []
-        with closing(self._connect()) as conn:
-            rows = conn.execute("SELECT count(*) FROM events WHERE privacy_match(payload, ?)", [subject.pattern()]).fetchone()[0]
-        return [Finding(self.name, f"{self.path}:events", int(rows))] if rows else []
+        with inbox:
+            return self._finding(inbox.count_matching(subject.pattern()))
 
     def erase(self, subject: Subject) -> list[Finding]:
-        if not self.path.exists():
+        inbox = self._open()
+        if inbox is None:
             return []
-        found = self.locate(subject)
-        with closing(self._connect()) as conn:
-            conn.execute("PRAGMA secure_delete = ON")
-            conn.execute("DELETE FROM events WHERE privacy_match(payload, ?)", [subject.pattern()])
-            conn.execute("VACUUM")  # every run: one killed before it left the deleted rows' pages behind
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return found
-
-
-def _payload_matches(payload: bytes | str | None, regex: str) -> bool:
-    if payload is None:
-        return False
-    text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
-    return re.search(regex, text.lower()) is not None
+        with inbox:
+            return self._finding(inbox.erase_matching(subject.pattern()))
 
 
 class Reports:

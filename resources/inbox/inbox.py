@@ -284,7 +284,23 @@ class Inbox:
                 )
         return chosen
 
+    def erase_matching(self, regex: str) -> int:
+        """Delete every event whose payload (lower-cased) matches `regex`, and remove their bytes as the
+        store can (stores.py `purge`; on every call, so a call killed before that step is finished by the
+        next). Returns how many events went."""
+        return self._store.purge(self._store.payload_matches, (regex,), compact=True)
+
+    def expire_applied(self, received_before: str) -> int:
+        """Delete the applied events received before `received_before` (a stamp of commops_spec's form);
+        pending and quarantined ones stay. Returns how many went."""
+        return self._store.purge("applied_at IS NOT NULL AND received_at < ?", (received_before,), compact=False)
+
     # ------------------------------------------------------------ reading
+
+    def count_matching(self, regex: str) -> int:
+        """How many events' payloads (lower-cased) match `regex`."""
+        [(count,)] = self._store.read(f"SELECT count(*) FROM {{events}} WHERE {self._store.payload_matches}", (regex,))
+        return int(count)
 
     def pending(self, limit: int | None = None) -> list[InboxEvent]:
         """Events ready to apply: not applied, not quarantined, not waiting after a failure, not held by

@@ -8,6 +8,12 @@ transactions, its schema and upgrades, and how a transaction locks the rows it r
 - Postgres: `SELECT ... FOR UPDATE` (`lock_rows`) waits for the rows another transaction holds;
   `FOR UPDATE SKIP LOCKED` (`skip_locked`) passes them by, so two claimers take disjoint rows.
 
+A store also owns how a payload is searched (`payload_matches`: the payload, lower-cased, against a
+regular expression written for Python, RE2 and Postgres alike) and how deleted rows are removed for
+good (`purge`): SQLite zeroes them (secure_delete), then VACUUM and a TRUNCATE checkpoint of the
+write-ahead log; Postgres deletes them, then VACUUMs the table (its dead tuples and their TOAST
+chunks freed at once, never an exclusive lock: receivers go on meanwhile).
+
 A store's `where` names it in logs and messages: the file, or `postgresql://HOST:PORT/DATABASE`
 (never the user or password of the URL).
 """
@@ -102,6 +108,7 @@ class SqliteStore:
     table = "events"
     lock_rows = ""
     skip_locked = ""
+    payload_matches = "commops_payload_matches(payload, ?)"  # a function of every connection (connect)
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -142,6 +149,22 @@ class SqliteStore:
             conn.close()
             self._local.conn = None
 
+    def purge(self, where: str, params: Sequence[Any], compact: bool) -> int:
+        """Delete the events `where` holds, their bytes zeroed; then (when any went, or `compact`) VACUUM
+        and a TRUNCATE checkpoint, so neither the file nor its write-ahead log keeps them. Returns how many."""
+        conn = self.connection()
+        [(before,)] = conn.execute("PRAGMA secure_delete").fetchall()
+        conn.execute("PRAGMA secure_delete = ON")
+        try:
+            with self.transaction() as cursor:
+                count = cursor.execute(f"DELETE FROM {{events}} WHERE {where}", params).rowcount
+        finally:
+            conn.execute(f"PRAGMA secure_delete = {int(before)}")
+        if count or compact:
+            conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return count
+
     def _ensure_schema(self) -> None:
         """Create the table, or add the columns and index an older file lacks (in place, once, under the
         write lock, so processes opening the same file at once agree)."""
@@ -168,7 +191,16 @@ def connect(path: str | Path) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
+    conn.create_function("commops_payload_matches", 2, _payload_matches, deterministic=True)
     return conn
+
+
+def _payload_matches(payload: bytes | str | None, regex: str) -> bool:
+    """SQLite's `payload_matches`: the payload, decoded and lower-cased, holds a match of `regex`."""
+    if payload is None:
+        return False
+    text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
+    return re.search(regex, text.lower()) is not None  # re caches the compiled pattern
 
 
 _SQLITE_TABLE = f"CREATE TABLE IF NOT EXISTS events ({_first_columns(1)})"
@@ -187,6 +219,8 @@ class PostgresStore:
     table = POSTGRES_TABLE
     lock_rows = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    # The receiver stores UTF-8 bodies only (it answers 400 to any other), so every payload converts.
+    payload_matches = "lower(convert_from(payload, 'UTF8')) ~ ?"
 
     def __init__(self, url: str) -> None:
         self.url = re.sub(r"^postgres(ql\+psycopg2)?://", "postgresql://", url)  # libpq's form
@@ -232,6 +266,22 @@ class PostgresStore:
             if not conn.closed:
                 conn.close()
             self._local.conn = None
+
+    def purge(self, where: str, params: Sequence[Any], compact: bool) -> int:
+        """Delete the events `where` holds; then (when any went, or `compact`) VACUUM the table: the dead
+        tuples and their TOAST chunks are freed at once (a plain VACUUM: receivers and runs go on meanwhile).
+        Returns how many."""
+        with self.transaction() as cursor:
+            count = cursor.execute(f"DELETE FROM {{events}} WHERE {where}", params).rowcount
+        if count or compact:
+            conn = self.connection()
+            conn.autocommit = True  # VACUUM cannot run inside a transaction
+            try:
+                with conn.cursor() as raw:
+                    raw.execute(f"VACUUM {self.table}")
+            finally:
+                conn.autocommit = False
+        return count
 
     def _ensure_schema(self) -> None:
         """Create the table, or add the columns and index an older one lacks; checked with a read first

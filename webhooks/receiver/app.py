@@ -97,7 +97,8 @@ def create_app(
     """
     settings = settings or ReceiverSettings()
     ring = secrets or SecretRing(settings.secrets, settings.secrets_file)
-    writer = committer or GroupCommitter(Inbox(settings.inbox_location), suppression=WatchedSuppression(settings.data_dir))
+    writer = committer or GroupCommitter(Inbox(settings.inbox_location),
+                                         suppression=WatchedSuppression(settings.data_dir, settings.inbox_location))
     cap = settings.webhook_max_body_bytes
     unverified = UnverifiedBytes(settings.unverified_bytes)
     accepted, refused = accepted_log(), refused_log()

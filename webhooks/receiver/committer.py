@@ -16,7 +16,7 @@ from typing import Any
 
 from privacy.suppression import PrivacyKeyMissing, WatchedSuppression, event_suppressed
 from resources.inbox.envelope import Envelope
-from resources.inbox import Inbox
+from resources.inbox import Inbox, InboxUnreachable
 
 log = logging.getLogger("webhooks.receiver")
 
@@ -91,8 +91,10 @@ class GroupCommitter:
             return batch
         try:
             suppression = self.suppression.get()
-        except PrivacyKeyMissing as exc:  # the list gained entries and this process lacks the key: fail closed
-            log.error("%s", exc)
+        except Exception as exc:  # noqa: BLE001 (the list unreadable, or it gained entries and this process
+            # lacks the key: fail closed, the sender retries)
+            shown = exc if isinstance(exc, (PrivacyKeyMissing, InboxUnreachable)) else type(exc).__name__
+            log.error("suppression list: %s", shown)
             for _, _, future, loop in batch:
                 _wake(loop, future, None, InboxUnavailable(str(exc)))
             return []

@@ -27,8 +27,8 @@ def open_app(settings: ReceiverSettings) -> Starlette:
     except InboxUnreachable as exc:
         raise ReceiverStartError(str(exc)) from None
     try:
-        suppression = WatchedSuppression(settings.data_dir)
-    except PrivacyKeyMissing as exc:
+        suppression = WatchedSuppression(settings.data_dir, settings.inbox_location)
+    except (PrivacyKeyMissing, InboxUnreachable) as exc:
         raise ReceiverStartError(str(exc)) from None
     return create_app(settings, committer=GroupCommitter(inbox, suppression=suppression))
 
