@@ -29,6 +29,7 @@ from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtC
 import marts as marts_package
 
 from resources.files import holding_lock
+from resources.environ import variables_set
 from resources.marts import MartsResource
 from resources.warehouse import WarehouseResource
 
@@ -85,22 +86,6 @@ def dbt_cli(project: DbtProject) -> DbtCliResource:
     return MartsDbtCli(project_dir=project, dbt_executable=DBT_EXECUTABLE)
 
 
-@contextlib.contextmanager
-def dbt_environment(values: Mapping[str, str]) -> Iterator[None]:
-    """`values` in this process's environment while dagster-dbt starts dbt (it hands dbt its own environment):
-    the paths the project's `pipeline` target reads (resources/marts.py `dbt_environment`)."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def _manifest_is_stale(project: DbtProject) -> bool:
     if not project.manifest_path.exists():
         return True
@@ -153,7 +138,7 @@ def marts(context: dg.AssetExecutionContext, dbt: DbtCliResource, marts: MartsRe
           warehouse: WarehouseResource) -> Iterator[Any]:
     marts.start_build()
     args = ["build", "--target", "pipeline", "--exclude-resource-type", "unit_test"]
-    with warehouse.locked(context.log), dbt_environment(marts.dbt_environment(warehouse.path)):
+    with warehouse.locked(context.log), variables_set(marts.dbt_environment(warehouse.path)):
         # dbt's logs and artifacts in the data directory, one folder reused (its partial parse saves the start-up).
         # dagster-dbt echoes dbt's log to stdout: kept off the commands' terminal; its summary goes to the run's log.
         with contextlib.redirect_stdout(io.StringIO()) as echoed:

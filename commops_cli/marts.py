@@ -86,7 +86,8 @@ def docs(data_dir: str | None) -> None:
     the data directory, from the published marts; open it in a browser."""
     from dagster_dbt.errors import DagsterDbtCliRuntimeError
 
-    from assets.marts import MARTS_PROJECT, dbt_cli, dbt_environment
+    from assets.marts import MARTS_PROJECT, dbt_cli
+    from resources.environ import variables_set
     from resources.marts import MARTS_FILE, MartsResource, tighten_modes
     from resources.warehouse import ANALYTICS_FILE
 
@@ -104,7 +105,7 @@ def docs(data_dir: str | None) -> None:
         environment["COMMOPS_MARTS_BUILD_PATH"] = str(copy)
         try:
             # dbt's log: in marts-docs/dbt.log
-            with contextlib.redirect_stdout(io.StringIO()), dbt_environment(environment):
+            with contextlib.redirect_stdout(io.StringIO()), variables_set(environment):
                 dbt_cli(MARTS_PROJECT).cli(["docs", "generate", "--static", "--target", "pipeline"],
                                            target_path=target).wait()
         except DagsterDbtCliRuntimeError as error:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ import pyarrow as pa
 from crm.salesforce_standin.discrepancies import plant_discrepancies
 from commops_cli.crm_sandbox import Sandbox
 from commops_cli.crm_run import run_reconciliation
+from resources.environ import variables_set
 from resources.crm.mapping import ContactMapping, to_batch
 
 FIRST = ["Anna", "Ben", "Chloé", "David", "Eva", "Farid", "Grace", "Hiro", "Inès", "Jonas"]
@@ -67,17 +67,8 @@ def planted(seed: int = 7, n: int = 72, rate: float = 0.4) -> tuple[list[dict], 
 @contextmanager
 def crm_env(box: Sandbox | dict[str, str]) -> Iterator[None]:
     """The sandbox's SALESFORCE_* settings (or these variables) in the environment, where the CRM resource reads them."""
-    env = box if isinstance(box, dict) else box.env
-    before = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    try:
+    with variables_set(box if isinstance(box, dict) else box.env):
         yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def reconcile_against(box: Sandbox | dict[str, str], data_dir: Path, apply: bool = False):

@@ -17,6 +17,7 @@ import pytest
 
 from sync.catalog import CATALOG, KOLS
 from assets.snapshot_date import today
+from resources.environ import variables_set
 from tests.pipeline.sync_support import api_items, query, sync, table_rows
 from tests.pipeline.test_api_client_support import add_kols
 from tests.receiver.conftest import SECRET, make_receiver, post_signed  # noqa: F401 (fixture)
@@ -214,18 +215,10 @@ def test_webhook_events_land_in_their_organization_and_an_unknown_organizations_
         for event in [*events, stranger]:
             assert post_signed(client, receiver.url, event, SECRET).status_code == 200
 
-    previous = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        import dagster as dg
+    import dagster as dg
 
+    with variables_set(env):
         summary = run_apply(data_dir=str(data), instance=dg.DagsterInstance.ephemeral())
-    finally:
-        for k, v in previous.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     db = data / "analytics.duckdb"
     for org, kol_id in created.items():
         assert query(db, f"SELECT org FROM kols WHERE id = '{kol_id}'") == [(org,)]
