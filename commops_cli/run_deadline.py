@@ -47,29 +47,38 @@ class _InterruptsToldOnce(logging.Filter):
         return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
 
 
+class Deadline:
+    """Whether the deadline expired: Dagster turns the interrupt raised inside a step into the run's failure, so
+    the run may end as failed rather than raise DeadlineExpired."""
+
+    expired = False
+
+
 @contextmanager
-def run_deadline(seconds: float | None) -> Iterator[None]:
+def run_deadline(seconds: float | None) -> Iterator[Deadline]:
     """Within the block, DeadlineExpired is raised in the main thread `seconds` from now (None: never).
     An interrupt (the deadline's or Ctrl-C) is the command's to report: libraries' logs of it are dropped."""
     told_once = _InterruptsToldOnce()
     handlers = [h for h in (logging.lastResort, *logging.getLogger().handlers) if h is not None]
     for handler in handlers:
         handler.addFilter(told_once)
+    deadline = Deadline()
     try:
-        with _alarm(seconds):
-            yield
+        with _alarm(seconds, deadline):
+            yield deadline
     finally:
         for handler in handlers:
             handler.removeFilter(told_once)
 
 
 @contextmanager
-def _alarm(seconds: float | None) -> Iterator[None]:
+def _alarm(seconds: float | None, deadline: Deadline) -> Iterator[None]:
     if not seconds:
         yield
         return
 
     def expire(signum: int, frame: object) -> None:
+        deadline.expired = True
         raise DeadlineExpired()
 
     previous = signal.signal(signal.SIGALRM, expire)

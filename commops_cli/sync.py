@@ -15,7 +15,7 @@ from assets.marts import MARTS_GROUP, SWAPPED_IN
 from commops_cli import exit_codes
 from commops_cli.command_checks import fail
 from commops_cli.processes import peak_rss_mb
-from commops_cli.run_deadline import DeadlineExpired, Duration, describe, run_deadline
+from commops_cli.run_deadline import Deadline, DeadlineExpired, Duration, describe, run_deadline
 from commops_cli.sync_run import BlockingChecksFailed, SyncError, run_sync
 from commops_cli.sync_all import sync_all
 from resources.orgs import DEFAULT_ORG
@@ -117,19 +117,20 @@ def run_and_report(command: str, summary_json: str | None = None, timeout: float
     console = Console(width=None if sys.stdout.isatty() else 160)
     org = run_kwargs.get("org", DEFAULT_ORG)
     where = "" if org == DEFAULT_ORG else f" ({org})"
+    deadline = Deadline()
     try:
-        with run_deadline(timeout):
+        with run_deadline(timeout) as deadline:
             summary = run_sync(**run_kwargs)
+    except DeadlineExpired:
+        timed_out(command, where, timeout)
     except BlockingChecksFailed as error:
         click.echo(f"commops {command} failed{where}: {error}", err=True)
         sys.exit(exit_codes.BLOCKING_CHECKS_FAILED)
     except (SettingsError, SyncError) as error:
+        if deadline.expired:  # the interrupt landed inside a step: Dagster failed the run with it
+            timed_out(command, where, timeout)
         click.echo(f"commops {command} failed{where}: {error}", err=True)
         sys.exit(exit_codes.FAILED)
-    except DeadlineExpired:
-        click.echo(f"commops {command} failed{where}: --timeout {describe(timeout)} expired; the run was stopped "
-                   "and no partial snapshot was published", err=True)
-        sys.exit(exit_codes.TIMED_OUT)
     except KeyboardInterrupt:
         click.echo(f"commops {command} interrupted: no partial snapshot was published", err=True)
         sys.exit(exit_codes.INTERRUPTED)
@@ -139,6 +140,12 @@ def run_and_report(command: str, summary_json: str | None = None, timeout: float
     for failure in summary.check_failures:  # landed: these only warn
         click.echo(f"commops {command}{where}: WARN check {failure.check} failed"
                    + (f": {failure.description}" if failure.description else ""), err=True)
+
+
+def timed_out(command: str, where: str, timeout: float | None) -> None:
+    click.echo(f"commops {command} failed{where}: --timeout {describe(timeout)} expired; the run was stopped "
+               "and no partial snapshot was published", err=True)
+    sys.exit(exit_codes.TIMED_OUT)
 
 
 def summary_record(summary) -> dict:
