@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,24 @@ class Review:
 
         return self.browser.find_elements(By.CSS_SELECTOR, selector)
 
+    def submit(self, button) -> None:
+        """Click a button that posts its form, and wait for the page it leads to."""
+        with self.leaving_page():
+            button.click()
+
+    @contextmanager
+    def leaving_page(self) -> Iterator[None]:
+        """Wait, after the block, until the browser has left the page and loaded the next: chromium-driver's click
+        (and a script's form.submit()) can return before a slow post's navigation has begun."""
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        page = self.css("html")
+        yield
+        WebDriverWait(self.browser, 60).until(expected_conditions.staleness_of(page))
+        WebDriverWait(self.browser, 60).until(
+            lambda browser: browser.execute_script("return document.readyState") == "complete")
+
     def flashes(self, kind: str) -> list[str]:
         return [element.text for element in self.all(f".flash.{kind}")]
 
@@ -61,11 +80,11 @@ def test_confirm_one_probable_match_and_reject_two_at_once_the_next_reconcile_ho
     org = review.org
     kept, (refused_1, refused_2) = org.planted["nickname"], (org.planted["moved"], org.planted["typo"])
     review.open(f"/o/{ORG}/matches")
-    review.css(f'button[name=one][value="confirm|{kept[0]}|{kept[1]}"]').click()
+    review.submit(review.css(f'button[name=one][value="confirm|{kept[0]}|{kept[1]}"]'))
     assert review.flashes("ok") == ["1 pair confirmed (the contact carries the KOL id in Salesforce); audited."]
     for kol_id, crm_id in (refused_1, refused_2):
         review.css(f'input[name=pair][value="{kol_id}|{crm_id}"]').click()
-    review.css("#reject-selected").click()
+    review.submit(review.css("#reject-selected"))
     assert review.flashes("ok") == ["2 pairs rejected (never proposed again); audited."]
     verdicts = {a.get_attribute("id"): a.find_element("css selector", ".verdict").text.partition(",")[0]
                 for a in review.all("article.decided")}  # shown as decided until the next reconciliation
@@ -95,9 +114,9 @@ def test_approve_two_of_five_planned_changes_apply_them_then_undo_one(review):
     assert len(planned) == len(org.retitled)
     keys = [row.get_attribute("data-key") for row in planned[:2]]
     for key in keys:
-        review.css(f'button[name=row][value="approve|{key}"]').click()
+        review.submit(review.css(f'button[name=row][value="approve|{key}"]'))
     assert [row.get_attribute("class") for row in review.all("tr.planned")][:2] == ["planned approve"] * 2
-    review.css("#apply-approved").click()
+    review.submit(review.css("#apply-approved"))
 
     outcome = [[cell.text for cell in row.find_elements("css selector", "td")] for row in review.all("table.outcome tbody tr")]
     assert [cells[0] for cells in outcome] == ["applied", "applied"]
@@ -114,7 +133,7 @@ def test_approve_two_of_five_planned_changes_apply_them_then_undo_one(review):
     review.open(f"/o/{ORG}/audit?action=update")
     row = next(r for r in review.all("table.audit tbody tr") if undone in r.text)
     audit_id = row.get_attribute("id").removeprefix("audit-")
-    row.find_element("css selector", "button.undo").click()
+    review.submit(row.find_element("css selector", "button.undo"))
     assert review.flashes("ok") == [f"Undone: title of contact {undone} is {org.retitled[undone][0]!r} again (read back; audited)."]
     assert org.titles()[undone] == org.retitled[undone][0]
     assert [(a, m, u, c, old, new, held, of) for a, m, u, _, c, _, old, new, held, of in org.audit("action = 'undo'")] == [
@@ -131,7 +150,7 @@ def test_a_decisions_csv_with_a_bad_row_takes_the_good_rows_and_names_the_bad_on
                        f"kol_nobody;{other[1]};confirm\r\n".encode())
     review.open(f"/o/{ORG}/decisions")
     review.css("input[type=file]").send_keys(str(upload))
-    review.css("#upload").click()
+    review.submit(review.css("#upload"))
 
     report = [[cell.text for cell in row.find_elements("css selector", "td")] for row in review.all("table.report tbody tr")]
     assert [(line, taken) for line, _, _, _, taken, _ in report] == [("2", "taken"), ("3", "taken"), ("4", "refused")]
@@ -148,10 +167,11 @@ def test_a_forged_post_without_the_csrf_token_is_refused_and_changes_nothing(rev
     audit_before = org.audit()
     review.open(f"/o/{ORG}/matches")
     # a form built by a script of another page: it cannot read the CSRF token, so it posts without one
-    review.browser.execute_script(
-        "const f = document.createElement('form'); f.method = 'post'; f.action = arguments[0];"
-        "const b = document.createElement('input'); b.name = 'one'; b.value = arguments[1]; f.appendChild(b);"
-        "document.body.appendChild(f); f.submit();", f"/o/{ORG}/matches", f"confirm|{kol_id}|{crm_id}")
+    with review.leaving_page():
+        review.browser.execute_script(
+            "const f = document.createElement('form'); f.method = 'post'; f.action = arguments[0];"
+            "const b = document.createElement('input'); b.name = 'one'; b.value = arguments[1]; f.appendChild(b);"
+            "document.body.appendChild(f); f.submit();", f"/o/{ORG}/matches", f"confirm|{kol_id}|{crm_id}")
     assert review.css("h1").text == "Refused"
     assert "CSRF token is missing or wrong" in review.css("p.message").text
     cookie = review.browser.get_cookie(COOKIE)
