@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -84,10 +84,11 @@ class JobRunner:
     instance: dg.DagsterInstance
 
     def run(self, job_name: str, run_config: Mapping[str, Any] | None = None, partition: str | None = None,
-            tags: Mapping[str, str] | None = None) -> JobRun:
+            tags: Mapping[str, str] | None = None, skip_groups: Collection[str] = ()) -> JobRun:
         """Run the job to its end (a failure is in the JobRun, not raised). `partition`: the key of a
-        partitioned job, added to its dynamic partitions when new."""
-        job = self.definitions.resolve_job_def(job_name)
+        partitioned job, added to its dynamic partitions when new. `skip_groups`: asset groups left out of
+        this run (their checks with them)."""
+        job = without_groups(self.definitions.resolve_job_def(job_name), skip_groups)
         partitions = job.partitions_def
         if (isinstance(partitions, dg.DynamicPartitionsDefinition) and partition is not None
                 and not self.instance.has_dynamic_partition(partitions.name, partition)):
@@ -130,6 +131,15 @@ def job_runner(settings: Settings, resources: Mapping[str, Any],
         yield JobRunner(definitions, opened)
 
 
+def without_groups(job: dg.JobDefinition, groups: Collection[str]) -> dg.JobDefinition:
+    """`job`, or its subset without the assets of `groups`."""
+    if not groups:
+        return job
+    layer = job.asset_layer
+    return job.get_subset(asset_selection={key for key in layer.selected_asset_keys
+                                           if layer.get(key).group_name not in groups})
+
+
 def execute_in_process(job: dg.JobDefinition, instance: dg.DagsterInstance, run_config: Mapping[str, Any],
                        partition_key: str | None = None, tags: Mapping[str, str] | None = None) -> dg.JobExecutionResult:
     """`job.execute_in_process(instance=instance, raise_on_error=False, ...)`, the run created with the code
@@ -139,8 +149,9 @@ def execute_in_process(job: dg.JobDefinition, instance: dg.DagsterInstance, run_
     run = instance.create_run_for_job(
         ephemeral,
         run_config=run_config,
-        tags=merge_run_tags(job_def=job, partition_key=partition_key, tags=tags, asset_selection=None,
+        tags=merge_run_tags(job_def=job, partition_key=partition_key, tags=tags, asset_selection=job.asset_selection,
                             instance=instance, run_config=run_config),
+        asset_selection=job.asset_selection,
         remote_job_origin=_code_location_origin(job.name),
     )
     return execute_run(InMemoryJob(ephemeral), run, instance)

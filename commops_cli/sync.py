@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -81,11 +82,14 @@ def print_summary(summary, console: Console) -> None:
 @click.option("--data-dir", help="Where the lake and DuckDB files go (default: $COMMOPS_DATA_DIR or ./data).")
 @click.option("--enrich-limit", type=click.IntRange(min=0), help="KOL details fetched at most this run (default: $COMMOPS_ENRICH_DETAILS_LIMIT or 5000; 0 skips).")
 @click.option("--no-progress", is_flag=True, help="No progress bars (also off when stderr is not a terminal).")
+@click.option("--no-marts", is_flag=True,
+              help="Leave the analysts' marts as they are (build them once later: commops marts build). "
+                   "With --all the marts are built once, after every organization.")
 @click.option("--timeout", type=Duration(), default=None,
               help="Stop the run if it has not ended after this long (90s, 45m, 2h); exit 124.")
 @click.option("--summary-json", type=click.Path(dir_okay=False), hidden=True, help="Also write the summary as JSON here.")
 def sync(org, all_orgs, max_parallel, snapshot_date, base_url, api_key_env, data_dir, enrich_limit, no_progress,
-         timeout, summary_json) -> None:
+         no_marts, timeout, summary_json) -> None:
     """Run the nightly sync now, in this process: API -> Parquet lake -> DuckDB warehouse -> analytics.duckdb.
     With --all, every organization, up to --max-parallel at once, each in its own process.
 
@@ -95,7 +99,8 @@ def sync(org, all_orgs, max_parallel, snapshot_date, base_url, api_key_env, data
         fail("sync", "--org and --all exclude each other: one organization, or every one", exit_codes.USAGE)
     if all_orgs:
         sys.exit(sync_all(max_parallel, snapshot_date=snapshot_date, base_url=base_url, api_key_env=api_key_env,
-                          data_dir=data_dir, enrich_limit=enrich_limit, summary_json=summary_json, timeout=timeout))
+                          data_dir=data_dir, enrich_limit=enrich_limit, summary_json=summary_json, timeout=timeout,
+                          marts=not no_marts))
     run_and_report(
         "sync",
         timeout=timeout,
@@ -106,6 +111,7 @@ def sync(org, all_orgs, max_parallel, snapshot_date, base_url, api_key_env, data
         progress=not no_progress and sys.stderr.isatty(),
         enrich_details_limit=enrich_limit,
         org=org or DEFAULT_ORG,
+        marts=not no_marts,
         summary_json=summary_json,
     )
 
@@ -135,6 +141,8 @@ def run_and_report(command: str, summary_json: str | None = None, timeout: float
         click.echo(f"commops {command} interrupted: no partial snapshot was published", err=True)
         sys.exit(exit_codes.INTERRUPTED)
     print_summary(summary, console)
+    if not run_kwargs.get("marts", True):
+        console.print("Marts: not built (--no-marts); build them with: commops marts build")
     if summary_json:
         Path(summary_json).write_text(json.dumps(summary_record(summary)))
     for failure in summary.check_failures:  # landed: these only warn
@@ -142,7 +150,7 @@ def run_and_report(command: str, summary_json: str | None = None, timeout: float
                    + (f": {failure.description}" if failure.description else ""), err=True)
 
 
-def timed_out(command: str, where: str, timeout: float | None) -> None:
+def timed_out(command: str, where: str, timeout: float | None) -> NoReturn:
     click.echo(f"commops {command} failed{where}: --timeout {describe(timeout)} expired; the run was stopped "
                "and no partial snapshot was published", err=True)
     sys.exit(exit_codes.TIMED_OUT)

@@ -1,7 +1,7 @@
 """`commops sync --all`: every organization, each synced by its own `commops sync --org NAME` process,
 at most `max_parallel` at once. Each has its own API client and rate budget and fails alone: the
-others land. One line per organization as it ends, then a table; exit 0 when all landed, 1 when one
-failed, 124 when one ran out of `--timeout` (and none failed otherwise), 3 when only blocking checks failed."""
+others land. One line per organization as it ends, then a table, then one marts build for all of them;
+exit 0 when all landed, 1 when one (or the marts build) failed, 124 when one ran out of `--timeout` (and none failed otherwise), 3 when only blocking checks failed."""
 
 from __future__ import annotations
 
@@ -36,8 +36,9 @@ class OrgOutcome:
 
 def sync_all(max_parallel: int, *, snapshot_date: str | None, base_url: str | None, api_key_env: str,
              data_dir: str | None, enrich_limit: int | None, summary_json: str | None = None,
-             timeout: float | None = None) -> int:
-    """`timeout` bounds the whole command: each organization's process gets what is left of it."""
+             timeout: float | None = None, marts: bool = True) -> int:
+    """`timeout` bounds the whole command: each organization's process gets what is left of it. The
+    organizations' runs leave the marts alone; with `marts`, one build follows them, for every organization."""
     deadline = time.monotonic() + timeout if timeout else None
     try:
         settings = load_settings(base_url=base_url, data_dir=data_dir)
@@ -49,7 +50,7 @@ def sync_all(max_parallel: int, *, snapshot_date: str | None, base_url: str | No
         fail("sync --all", "no organization to sync: commops orgs add NAME --base-url ... --api-key-env ..., "
                            "or set COMMOPS_BASE_URL for the default one")
     click.echo(f"commops sync --all: {len(orgs)} organization(s), {min(max_parallel, len(orgs))} at a time: {', '.join(orgs)}")
-    options = ["--data-dir", str(settings.data_dir), "--api-key-env", api_key_env]
+    options = ["--data-dir", str(settings.data_dir), "--api-key-env", api_key_env, "--no-marts"]
     options += ["--date", snapshot_date] if snapshot_date else []
     options += ["--base-url", base_url] if base_url else []
     options += ["--enrich-limit", str(enrich_limit)] if enrich_limit is not None else []
@@ -64,11 +65,35 @@ def sync_all(max_parallel: int, *, snapshot_date: str | None, base_url: str | No
         click.echo(f"commops sync --all: {len(failed)} of {len(outcomes)} organization(s) failed: "
                    + ", ".join(o.org for o in failed), err=True)
     codes = {o.exit_code for o in failed}
+    built = _build_marts(settings.data_dir, deadline) if marts and len(failed) < len(outcomes) else exit_codes.LANDED
+    codes |= {built} - {exit_codes.LANDED}
     if codes - {exit_codes.TIMED_OUT, exit_codes.BLOCKING_CHECKS_FAILED}:
         return exit_codes.FAILED
     for code in (exit_codes.TIMED_OUT, exit_codes.BLOCKING_CHECKS_FAILED):
         if code in codes:
             return code
+    return exit_codes.LANDED
+
+
+def _build_marts(data_dir: Path, deadline: float | None) -> int:
+    """The marts, once for every organization that landed; its exit code (0 when built, swapped in or not)."""
+    from commops_cli.marts import run_marts_build
+    from commops_cli.run_deadline import DeadlineExpired, run_deadline
+
+    click.echo("commops sync --all: building the marts once, for every organization")
+    try:
+        with run_deadline(None if deadline is None else max(deadline - time.monotonic(), 0.1)):
+            build = run_marts_build(data_dir)
+    except DeadlineExpired:
+        click.echo("commops sync --all: --timeout expired while the marts were built; analysts keep the last good "
+                   "marts", err=True)
+        return exit_codes.TIMED_OUT
+    if build.failure is not None:
+        click.echo(f"commops sync --all: the marts build failed: {build.failure}", err=True)
+        return exit_codes.FAILED
+    click.echo("  marts: " + ("built and swapped in" if build.swapped_in else
+                              "NOT swapped in (a failed ERROR test): analysts keep the last good marts")
+               + "".join(f"; check failed: {check}" for check in build.failed_checks))
     return exit_codes.LANDED
 
 

@@ -22,6 +22,7 @@ import dagster as dg
 
 from alerts.commands import review_after_run
 from assets import snapshot_date as dates
+from assets.marts import MARTS_GROUP
 from assets.metadata import SyncStats
 from assets.sync_health import record_sync_health
 from sync.progress import ProgressReporter
@@ -124,6 +125,7 @@ def run_sync(
     max_concurrency: int = 4,
     api_key_env: str = API_KEY_ENV,
     org: str = DEFAULT_ORG,
+    marts: bool = True,
 ) -> SyncSummary:
     """Run `nightly_sync` for one organization (its partition) in this process; its snapshot is dated
     today (COMMOPS_TIMEZONE).
@@ -132,7 +134,8 @@ def run_sync(
     organization, or `default`: the environment's COMMOPS_BASE_URL / `api_key_env` (`base_url` overrides
     the address). `snapshot_date`, when given, must be today's date. API keys are read from their
     environment variables by the API resource itself, so they never enter Dagster's storage. Without
-    `instance`, the run is recorded in the Dagster home the UI reads (`commops ui`)."""
+    `instance`, the run is recorded in the Dagster home the UI reads (`commops ui`). Without `marts`, the
+    run leaves the dbt marts as they are (for `commops marts build` once after several organizations)."""
     settings = load_settings(base_url=base_url, data_dir=data_dir)
     registry = OrgRegistry(settings.data_dir, default=functools.partial(default_org, settings.base_url, api_key_env))
     chosen = registry.find(org)
@@ -165,7 +168,8 @@ def run_sync(
                   if enrich_details_limit is not None else {})
     with one_sync_per_org(settings.data_dir, org), job_runner(settings, resources, instance) as runner:
         with display, commops_notices():
-            run = runner.run(NIGHTLY_SYNC, run_config=run_config, partition=org)
+            run = runner.run(NIGHTLY_SYNC, run_config=run_config, partition=org,
+                             skip_groups=() if marts else (MARTS_GROUP,))
             review_after_run(runner.instance, run.run_id, inbox_location(settings.data_dir),
                              registry.all())
             if not run.success:

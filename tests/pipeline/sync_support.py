@@ -171,12 +171,15 @@ def with_orgs(instance: Any, *orgs: str) -> Any:
 
 
 def sync(service: Any, data_dir: Path, **kwargs: Any):
-    """run_sync against a test service (today's snapshot), on an ephemeral Dagster instance, no rich display."""
+    """run_sync against a test service (today's snapshot), on an ephemeral Dagster instance, no rich display,
+    and without the dbt marts (half a small sync's time) unless `marts=True`: the tests of what the marts
+    hold ask for them."""
     import dagster as dg
 
     from commops_cli.sync_run import run_sync
 
     kwargs.setdefault("progress", False)
+    kwargs.setdefault("marts", False)
     kwargs.setdefault("enrich_details_limit", 0)
     kwargs.setdefault("instance", dg.DagsterInstance.ephemeral())
     with api_key_in_env(service.api_key):

@@ -21,7 +21,7 @@ ANALYST = Path(__file__).with_name("analyst_process.py")
 def test_an_analyst_holding_analytics_open_never_breaks_a_sync_and_sees_new_data_after_reconnecting(make_service, tmp_path):
     service = make_service(kols=150, campaigns=10, products=10, signals=50)
     data_dir = tmp_path / "data"
-    first = sync(service, data_dir)
+    first = sync(service, data_dir, marts=True)
     kols_before = first.asset("warehouse/kols").rows
     stop = tmp_path / "stop"
     analyst = subprocess.Popen(
@@ -31,9 +31,9 @@ def test_an_analyst_holding_analytics_open_never_breaks_a_sync_and_sees_new_data
     try:
         assert analyst.stdout.readline().strip() == "ready"
         add_kols(service, 7)
-        second = sync(service, data_dir)
+        second = sync(service, data_dir, marts=True)
         add_kols(service, 3)
-        third = sync(service, data_dir)
+        third = sync(service, data_dir, marts=True)
     finally:
         stop.touch()
         out, err = analyst.communicate(timeout=60)

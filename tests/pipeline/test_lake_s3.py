@@ -102,7 +102,7 @@ def test_a_sync_killed_mid_publish_leaves_no_partial_snapshot_and_the_next_run_c
         log = tmp_path / "killed-sync.log"  # a file, not a pipe nobody reads while it runs
         with open(log, "w") as stderr:
             killed = subprocess.Popen([sys.executable, "-m", "commops_cli", "sync", "--data-dir", str(data_dir),
-                                       "--no-progress", "--enrich-limit", "0"], cwd=REPO, env=env,
+                                       "--no-progress", "--no-marts", "--enrich-limit", "0"], cwd=REPO, env=env,
                                       stdout=subprocess.DEVNULL, stderr=stderr)
         try:
             wait_until(lambda: proxy.held.is_set() or killed.poll() is not None, 180, 0.05, what="the KOL manifest's write")

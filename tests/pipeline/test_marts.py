@@ -108,7 +108,7 @@ def test_two_nights_with_a_tier_change_an_archival_and_new_engagement_leave_the_
     stack.apply_pending()
 
     monkeypatch.setenv(TIMEZONE_ENV, FIRST_NIGHT_ZONE)
-    first = sync(stack.service, stack.data_dir, instance=stack.instance, enrich_details_limit=10)
+    first = sync(stack.service, stack.data_dir, instance=stack.instance, enrich_details_limit=10, marts=True)
     at_night_1 = api_items(stack.service, KOLS)
     tier_before = at_night_1[ana["id"]]["tier"]
     new_tier = "tier_1" if tier_before != "tier_1" else "tier_2"
@@ -122,7 +122,7 @@ def test_two_nights_with_a_tier_change_an_archival_and_new_engagement_leave_the_
     stack.apply_pending()
 
     monkeypatch.setenv(TIMEZONE_ENV, SECOND_NIGHT_ZONE)
-    second = sync(stack.service, stack.data_dir, instance=stack.instance, enrich_details_limit=10)
+    second = sync(stack.service, stack.data_dir, instance=stack.instance, enrich_details_limit=10, marts=True)
     night_1, night_2 = date.fromisoformat(first.snapshot_date), date.fromisoformat(second.snapshot_date)
     assert night_1 < night_2
 
@@ -171,7 +171,7 @@ def synced(tmp_path_factory: pytest.TempPathFactory):
     service = start_service(tmp_path_factory.mktemp("service"), kols=4, campaigns=2, products=2, signals=2)
     try:
         data_dir = tmp_path_factory.mktemp("synced") / "data"
-        sync(service, data_dir)
+        sync(service, data_dir, marts=True)
         yield data_dir
     finally:
         service.server.stop()

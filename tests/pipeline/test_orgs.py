@@ -147,6 +147,11 @@ def test_sync_all_lands_every_organization_from_its_own_server_and_no_row_crosse
         assert (data / "lake" / f"org={org}" / "kols").is_dir()
     history = query(data / "analytics.duckdb", "SELECT org, count(*) FROM kols_history GROUP BY org ORDER BY org")
     assert history == [("acme", 230), ("beta", 140)]
+    # the marts, built once after both organizations (not once by each), hold both
+    assert result.stdout.count("building the marts once") == 1 and "marts: built and swapped in" in result.stdout
+    db = data / "analytics.duckdb"
+    assert query(db, "SELECT org, count(*) FROM kol_360 GROUP BY org ORDER BY org") == query(
+        db, "SELECT org, count(*) FROM kols GROUP BY org ORDER BY org")
 
 
 def test_an_organization_whose_key_is_revoked_mid_run_fails_alone_naming_its_key_variable(two_orgs):

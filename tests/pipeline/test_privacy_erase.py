@@ -122,14 +122,14 @@ def planted(make_service, tmp_path, monkeypatch):
     service = make_service(kols=40, products=3, campaigns=3, signals=5)
     kol_id = _plant(service)
     data_dir = tmp_path / "data"
-    summary = sync(service, data_dir, enrich_details_limit=100)
+    summary = sync(service, data_dir, enrich_details_limit=100, marts=True)
     today = summary.snapshot_date
     folder = data_dir / "lake" / "org=default" / "kols"
     for earlier in ("2026-01-01", "2026-01-02"):  # the nights before: the same person, older dates
         shutil.copytree(folder / f"snapshot_date={today}", folder / f"snapshot_date={earlier}")
     shutil.rmtree(folder / f"snapshot_date={today}")
     _change_title(service, kol_id)  # the person changes: today's changed-rows file holds them
-    sync(service, data_dir, enrich_details_limit=100)
+    sync(service, data_dir, enrich_details_limit=100, marts=True)
     assert (folder / f"snapshot_date={today}" / "changed" / "data.parquet").exists()
     assert _webhook_update(data_dir, kol_id).status_code < 300
     _reconcile(tmp_path, data_dir)
@@ -189,7 +189,7 @@ def test_erase_leaves_no_trace_even_killed_halfway_and_keeps_the_person_out(plan
     assert shown.count(" erase ") == 2 and "erase-interrupted" in shown and kol_id not in shown
 
     # The person stays out: a later sync drops them (counted), a webhook event is acknowledged, not stored.
-    summary = sync(service, data_dir, enrich_details_limit=100)
+    summary = sync(service, data_dir, enrich_details_limit=100, marts=True)
     kols = next(a for a in summary.assets if a.asset == "lake/kols")
     assert kols.metadata.get("suppressed") == 1
     assert not summary.failed_checks  # the completeness check counts the suppressed row toward the API's total

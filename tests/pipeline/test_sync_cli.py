@@ -66,6 +66,24 @@ def test_sync_prints_a_summary_and_where_to_query(make_service, tmp_path):
     assert "dbt models built and swapped in" in result.stdout
 
 
+def test_sync_with_no_marts_lands_the_tables_and_leaves_the_marts_to_one_build_later(make_service, tmp_path):
+    from tests.pipeline.sync_support import query
+
+    service = make_service(kols=30, campaigns=2, products=2, signals=2)
+    env = {"COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key}
+    result = _commops_sync(tmp_path, env, "--no-marts", "--enrich-limit", "0", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert "Marts: not built (--no-marts); build them with: commops marts build" in result.stdout
+    analytics = tmp_path / "data" / "analytics.duckdb"
+    tables = {name for (name,) in query(analytics, "SELECT table_name FROM information_schema.tables")}
+    assert "kols" in tables and "kol_360" not in tables
+
+    build = subprocess.run([sys.executable, "-m", "commops_cli", "marts", "build", "--data-dir", str(tmp_path / "data")],
+                           env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    assert build.returncode == 0, build.stderr
+    assert query(analytics, "SELECT count(*) FROM kol_360") == query(analytics, "SELECT count(*) FROM kols") == [(30,)]
+
+
 def test_the_progress_display_shows_pages_per_walk_and_details(make_service, tmp_path):
     import io
 

@@ -138,7 +138,7 @@ def test_a_sync_killed_mid_run_leaves_no_partial_snapshot_and_the_rerun_is_corre
     env = {**os.environ, "COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key}
     env.pop("DAGSTER_HOME", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "commops_cli", "sync", "--data-dir", str(data_dir), "--no-progress"],
+        [sys.executable, "-m", "commops_cli", "sync", "--data-dir", str(data_dir), "--no-progress", "--no-marts"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:

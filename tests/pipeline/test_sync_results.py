@@ -22,7 +22,7 @@ from tests.pipeline.sync_support import (
 @pytest.fixture(scope="module")
 def synced(seeded_service, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("full_sync")
-    summary = sync(seeded_service, data_dir, enrich_details_limit=10_000)
+    summary = sync(seeded_service, data_dir, enrich_details_limit=10_000, marts=True)
     return seeded_service, data_dir, summary
 
 

@@ -64,7 +64,7 @@ def test_the_api_key_is_nowhere_in_dagsters_run_storage_or_event_logs(make_servi
     home = tmp_path / "dagster_home"
     home.mkdir()
     env = _env(COMMOPS_BASE_URL=service.base_url, COMMOPS_API_KEY=service.api_key, DAGSTER_HOME=str(home))
-    result = _commops("sync", "--data-dir", str(tmp_path / "data"), "--no-progress", "--enrich-limit", "5", env=env)
+    result = _commops("sync", "--data-dir", str(tmp_path / "data"), "--no-progress", "--no-marts", "--enrich-limit", "5", env=env)
     assert result.returncode == 0, result.stderr
 
     texts = list(_stored_texts(home))
@@ -79,7 +79,7 @@ def test_a_past_snapshot_date_is_refused_in_one_line_before_any_request(make_ser
     service = make_service(kols=20)
     env = _env(COMMOPS_BASE_URL=service.base_url, COMMOPS_API_KEY=service.api_key)
     data_dir = tmp_path / "data"
-    result = _commops("sync", "--date", "2026-01-15", "--data-dir", str(data_dir), "--no-progress", env=env)
+    result = _commops("sync", "--date", "2026-01-15", "--data-dir", str(data_dir), "--no-progress", "--no-marts", env=env)
 
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
@@ -92,10 +92,10 @@ def test_a_past_snapshot_date_is_refused_in_one_line_before_any_request(make_ser
 def test_a_malformed_date_is_refused_and_todays_date_is_accepted(make_service, tmp_path):
     service = make_service(kols=20, campaigns=2, products=2, signals=2)
     env = _env(COMMOPS_BASE_URL=service.base_url, COMMOPS_API_KEY=service.api_key)
-    bad = _commops("sync", "--date", "23/11/2026", "--data-dir", str(tmp_path / "data"), "--no-progress", env=env)
+    bad = _commops("sync", "--date", "23/11/2026", "--data-dir", str(tmp_path / "data"), "--no-progress", "--no-marts", env=env)
     assert bad.returncode == 1 and bad.stderr.strip() == "commops sync failed: --date 23/11/2026: not a date (YYYY-MM-DD)"
 
-    good = _commops("sync", "--date", today(), "--data-dir", str(tmp_path / "data"), "--no-progress", env=env)
+    good = _commops("sync", "--date", today(), "--data-dir", str(tmp_path / "data"), "--no-progress", "--no-marts", env=env)
     assert good.returncode == 0, good.stderr
     assert (tmp_path / "data" / "lake" / "org=default" / "kols" / f"snapshot_date={today()}" / "data.parquet").exists()
     assert query(tmp_path / "data" / "analytics.duckdb", "SELECT DISTINCT _snapshot_date::VARCHAR FROM kols") == [(today(),)]
@@ -121,7 +121,7 @@ def test_a_sync_killed_while_publishing_analytics_leaves_nothing_the_next_run_do
     service = make_service(kols=150, campaigns=3, products=3, signals=10)
     data_dir = tmp_path / "data"
     env = _env(COMMOPS_BASE_URL=service.base_url, COMMOPS_API_KEY=service.api_key)
-    assert _commops("sync", "--data-dir", str(data_dir), "--no-progress", env=env).returncode == 0
+    assert _commops("sync", "--data-dir", str(data_dir), "--no-progress", "--no-marts", env=env).returncode == 0
 
     publisher = subprocess.Popen([sys.executable, "-c", _KILLED_WHILE_PUBLISHING, str(data_dir)], cwd=REPO,
                                  env=env, stdout=subprocess.PIPE, text=True)
@@ -133,7 +133,7 @@ def test_a_sync_killed_while_publishing_analytics_leaves_nothing_the_next_run_do
     leftovers = list(data_dir.glob(".analytics.duckdb.*.tmp"))
     assert [p.name.split(".")[3] for p in leftovers] == [str(publisher.pid)]  # the killed copy is there ...
 
-    result = _commops("sync", "--data-dir", str(data_dir), "--no-progress", env=env)
+    result = _commops("sync", "--data-dir", str(data_dir), "--no-progress", "--no-marts", env=env)
     assert result.returncode == 0, result.stderr
     assert list(data_dir.glob(".analytics.duckdb.*.tmp")) == []  # ... and the next run removed it
     conn = duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True)
@@ -161,7 +161,7 @@ def test_a_second_sync_of_an_organization_fails_at_once_naming_the_process_that_
                               cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        refused = _commops("sync", "--data-dir", str(data_dir), "--no-progress", env=env)
+        refused = _commops("sync", "--data-dir", str(data_dir), "--no-progress", "--no-marts", env=env)
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
@@ -171,5 +171,5 @@ def test_a_second_sync_of_an_organization_fails_at_once_naming_the_process_that_
                                       "one sync per organization at a time")
     assert not (data_dir / "lake" / "org=default" / "kols").exists()
 
-    after = _commops("sync", "--data-dir", str(data_dir), "--no-progress", env=env)  # released with its holder
+    after = _commops("sync", "--data-dir", str(data_dir), "--no-progress", "--no-marts", env=env)  # released with its holder
     assert after.returncode == 0, after.stderr

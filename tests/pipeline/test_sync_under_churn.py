@@ -93,7 +93,7 @@ def test_a_quiet_server_stamping_rows_hours_ahead_of_its_clock_syncs_exactly_wit
         env.pop("DAGSTER_HOME", None)
         result = subprocess.run(
             [str(Path(sys.executable).parent / "commops"), "sync", "--data-dir", str(tmp_path / "data"),
-             "--base-url", server.base_url, "--no-progress"],
+             "--base-url", server.base_url, "--no-progress", "--no-marts"],
             env=env, capture_output=True, text=True, timeout=180,
         )
         assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
