@@ -15,8 +15,9 @@ from resources.warehouse import WarehouseResource
 RETENTION = "retention"
 
 
-@dg.op(description="Remove lake snapshots, applied inbox events, reports and reconciliation history older than "
-                   "COMMOPS_RETENTION_DAYS (never below the undo window and the nights the history compares).")
+@dg.op(description="Remove lake snapshots (local and on S3), Iceberg snapshots, applied inbox events, reports and "
+                   "reconciliation history older than COMMOPS_RETENTION_DAYS (never below the undo window and the "
+                   "nights the history compares).")
 def apply_retention_op(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> dg.Output[int]:
     today = datetime.now(ZoneInfo(load_settings().timezone)).date()
     try:
@@ -28,8 +29,10 @@ def apply_retention_op(context: dg.OpExecutionContext, warehouse: WarehouseResou
     else:
         context.log.info(f"retention ({removed.days} days, cutoff {removed.cutoff}): {len(removed.snapshots)} snapshot(s), "
                          f"{removed.inbox_events} inbox event(s), {len(removed.reports)} report(s), "
-                         f"{removed.reconciliation_runs} reconciliation run(s) removed")
-    total = len(removed.snapshots) + removed.inbox_events + len(removed.reports) + removed.reconciliation_runs
+                         f"{removed.reconciliation_runs} reconciliation run(s) removed, "
+                         f"{removed.iceberg_snapshots} Iceberg snapshot(s) expired")
+    total = (len(removed.snapshots) + removed.inbox_events + len(removed.reports) + removed.reconciliation_runs
+             + removed.iceberg_snapshots)
     return dg.Output(total, metadata=removed.as_metadata())
 
 
