@@ -70,7 +70,7 @@ class S3LakeStore:
 
     def _snapshot_rows(self, folder: str, subject: Subject, rewrite: bool) -> int:
         for attempt in range(1, REPUBLISH_ATTEMPTS + 1):
-            with self._staging() as staging:
+            with _staging(self.local) as staging:
                 try:
                     manifest = self.lake.download(folder, staging / SNAPSHOT_FILE)
                 except FileNotFoundError:
@@ -87,14 +87,6 @@ class S3LakeStore:
                     if attempt == REPUBLISH_ATTEMPTS:
                         raise
         raise AssertionError("unreachable")
-
-    @contextmanager
-    def _staging(self) -> Iterator[Path]:
-        staging = self.local.new_staging_dir(None, "privacy", date.today().isoformat())
-        try:
-            yield staging
-        finally:
-            self.local.discard(staging)
 
     def expire(self, cutoff: date, keep: int) -> list[str]:
         """Snapshots dated before `cutoff` removed, except each resource's newest `keep` dates; their URLs."""
@@ -139,16 +131,17 @@ class IcebergTables:
     def locate(self, subject: Subject) -> list[Finding]:
         found = []
         for table in self._tables():
-            with self._staging() as staging:
+            with _staging(self.local) as staging:
                 holding = _holding_files(table, subject, staging)
                 found += self._findings(table, holding)
         return found
 
     def erase(self, subject: Subject) -> list[Finding]:
         found = []
+        self.local.remove_abandoned_staging()  # a killed run's copies of data files
         for table in self._tables():
             self._finish_journal(table)
-            with self._staging() as staging:
+            with _staging(self.local) as staging:
                 holding = _holding_files(table, subject, staging)
                 found += self._findings(table, holding)
                 current = table.current_snapshot()
@@ -226,13 +219,16 @@ class IcebergTables:
     def _journal(self, table: Any) -> Path:
         return self.data_dir / JOURNAL_DIR / f"{'.'.join(table.name())}.json"
 
-    @contextmanager
-    def _staging(self) -> Iterator[Path]:
-        staging = self.local.new_staging_dir(None, "privacy-iceberg", date.today().isoformat())
-        try:
-            yield staging
-        finally:
-            self.local.discard(staging)
+
+
+@contextmanager
+def _staging(lake: LakeResource) -> Iterator[Path]:
+    """A private directory in the local lake's staging area (a killed run's is swept by the next run)."""
+    staging = lake.new_staging_dir(None, "privacy", date.today().isoformat())
+    try:
+        yield staging
+    finally:
+        lake.discard(staging)
 
 
 def _data_files(table: Any, snapshot: Any, deleted: bool = False) -> list[str]:

@@ -16,13 +16,12 @@ from pathlib import Path
 
 from assets.snapshot_date import today
 from privacy.retention import apply_retention
-from privacy.suppression import PRIVACY_KEY_ENV
 from resources.iceberg import open_catalog
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV
 from tests.pipeline.object_store_scan import s3_hits
 from tests.pipeline.sync_support import query, sync
 from tests.pipeline.test_iceberg_tables import differences, iceberg_env, read_back  # noqa: F401 (fixture)
-from tests.pipeline.test_privacy_erase import NEEDLES, _change_title, _cli, _hits, _plant
+from tests.pipeline.test_privacy_erase import NEEDLES, _change_title, _cli, _hits, planted_and_synced
 
 REPO = Path(__file__).resolve().parents[2]
 PERSON_TABLES = ["kols", "kol_details"]
@@ -51,11 +50,7 @@ def _live_data_files(env: dict[str, str]) -> set[str]:
 
 def test_erase_removes_the_person_from_the_iceberg_tables_and_every_file_of_their_old_snapshots(
         iceberg_env, make_service, s3, tmp_path, monkeypatch):
-    monkeypatch.setenv(PRIVACY_KEY_ENV, "test-privacy-key-not-a-secret")
-    service = make_service(kols=10, products=2, campaigns=2, signals=3)
-    kol_id = _plant(service)
-    data_dir = tmp_path / "data"
-    sync(service, data_dir, enrich_details_limit=20)
+    service, kol_id, data_dir = planted_and_synced(make_service, tmp_path, monkeypatch)
     _change_title(service, kol_id)
     sync(service, data_dir, enrich_details_limit=20)  # the person's new version: their old one is in a snapshot
     bucket = iceberg_env[ICEBERG_WAREHOUSE_ENV].removeprefix("s3://").split("/", 1)[0]

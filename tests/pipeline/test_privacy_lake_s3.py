@@ -6,8 +6,6 @@ kept with the file's schema; retention removes the old nights' objects, never th
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,11 +20,9 @@ from privacy.suppression import PRIVACY_KEY_ENV
 from resources.lake import LakeResource
 from resources.lake_s3 import S3Lake
 from tests.pipeline.object_store_scan import s3_hits
-from tests.pipeline.sync_support import sync
 from tests.pipeline.test_lake_s3 import _bucket, _files, lake_url  # noqa: F401 (fixture)
-from tests.pipeline.test_privacy_erase import NEEDLES, _cli, _hits, _plant
-from tests.s3 import HoldingProxy
-from tests.waiting import wait_until
+from tests.pipeline.test_privacy_erase import NEEDLES, _cli, _hits, planted_and_synced
+from tests.s3 import killed_at_request
 
 REPO = Path(__file__).resolve().parents[2]
 EARLIER = "2026-01-01"
@@ -38,31 +34,19 @@ def _kols(data_dir: Path, url: str, snapshot_date: str) -> pa.Table:
 
 
 def _erase_killed_at_commit(s3, url: str, data_dir: Path, kol_id: str, tmp_path: Path) -> None:
-    """The erasure in a process of its own, through a proxy that never forwards a manifest's write: the
-    rewritten snapshot is uploaded, its commit under way, and the process is killed (SIGKILL) right then."""
+    """The erasure in a process of its own, killed (SIGKILL) as it writes a manifest: the rewritten snapshot is
+    uploaded, its commit under way."""
     script = ("import sys\nfrom pathlib import Path\nfrom privacy import erase as e\n"
               "data = Path(sys.argv[1])\ne.erase(data, e.resolve(data, kol_id=sys.argv[2]))\n")
-    with HoldingProxy(s3, hold=r"(PUT|POST) \S*/snapshot_date(=|%3D)\S*/_manifest\.json") as proxy:
-        env = os.environ | s3.env(proxy.endpoint_url) | {"COMMOPS_LAKE_URL": url, "PYTHONPATH": str(REPO)}
-        log = tmp_path / "killed-erase.log"
-        with open(log, "w") as stderr:
-            killed = subprocess.Popen([sys.executable, "-c", script, str(data_dir), kol_id], cwd=REPO, env=env,
-                                      stdout=subprocess.DEVNULL, stderr=stderr)
-        try:
-            wait_until(lambda: proxy.held.is_set() or killed.poll() is not None, 120, 0.05, what="a manifest's write")
-            assert proxy.held.is_set(), f"the erasure ended before committing a snapshot: {log.read_text()[-2000:]}"
-        finally:
-            killed.send_signal(signal.SIGKILL)
-            killed.wait(timeout=30)
+    killed_at_request(s3, r"(PUT|POST) \S*/snapshot_date(=|%3D)\S*/_manifest\.json",
+                      [sys.executable, "-c", script, str(data_dir), kol_id],
+                      os.environ | {"COMMOPS_LAKE_URL": url, "PYTHONPATH": str(REPO)},
+                      tmp_path / "killed-erase.log", "a manifest's write", cwd=REPO)
 
 
 def test_erase_on_the_s3_lake_rewrites_the_snapshots_holding_the_person_even_killed_at_a_commit(
         make_service, s3, lake_url, tmp_path, monkeypatch):
-    monkeypatch.setenv(PRIVACY_KEY_ENV, "test-privacy-key-not-a-secret")
-    service = make_service(kols=20, products=2, campaigns=2, signals=3)
-    kol_id = _plant(service)
-    data_dir = tmp_path / "data"
-    sync(service, data_dir, enrich_details_limit=30)
+    service, kol_id, data_dir = planted_and_synced(make_service, tmp_path, monkeypatch)
     with LakeResource(data_dir=str(data_dir), url=lake_url).local_snapshot("default", "kols", today()) as path:
         rows = pq.ParquetFile(path).metadata.num_rows  # an earlier night's snapshot: the same person
         S3Lake(lake_url, "COMMOPS_LAKE_URL").publish(path, f"org=default/kols/snapshot_date={EARLIER}", rows)
@@ -87,7 +71,7 @@ def test_erase_on_the_s3_lake_rewrites_the_snapshots_holding_the_person_even_kil
     assert not [f for f in _files(s3, lake_url) if f.startswith(".staging/")]  # what the killed run left: swept
     for snapshot_date in (EARLIER, today()):  # the other KOLs kept, with the file's schema
         kept = _kols(data_dir, lake_url, snapshot_date)
-        assert kept.num_rows == 20 and kept.schema == schema and kol_id not in kept.column("id").to_pylist()
+        assert kept.num_rows == 10 and kept.schema == schema and kol_id not in kept.column("id").to_pylist()
     assert "Nothing left to erase" in _cli("privacy", "erase", "--kol", kol_id, "--data-dir", str(data_dir))
 
 
