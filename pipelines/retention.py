@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 
 from privacy.retention import RetentionSettingError, apply_retention
-from resources.settings import load_settings
+from resources.settings import SettingsError, load_settings
 from resources.warehouse import WarehouseResource
 
 RETENTION = "retention"
@@ -22,7 +22,7 @@ def apply_retention_op(context: dg.OpExecutionContext, warehouse: WarehouseResou
     today = datetime.now(ZoneInfo(load_settings().timezone)).date()
     try:
         removed = apply_retention(Path(warehouse.data_dir), today)
-    except RetentionSettingError as error:
+    except (RetentionSettingError, SettingsError) as error:  # one line naming the setting
         raise dg.Failure(str(error)) from None
     if removed.days is None:
         context.log.info("retention: COMMOPS_RETENTION_DAYS is unset, everything is kept")

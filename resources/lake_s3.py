@@ -149,7 +149,7 @@ class S3Lake:
         lake, and its manifest; sorted by folder."""
         snapshots = []
         selector = pafs.FileSelector(self.location.join(*pattern_parts), recursive=True, allow_not_found=True)
-        for info in self.fs.get_file_info(selector):
+        for info in self._listing(selector):
             if info.type == pafs.FileType.File and info.base_name == MANIFEST \
                     and not info.path.startswith(self.location.join(MARKERS) + "/"):
                 folder = info.path.rsplit("/", 1)[0].removeprefix(self.location.path + "/")
@@ -191,13 +191,7 @@ class S3Lake:
         now = datetime.now(UTC)
         deleted = []
         selector = pafs.FileSelector(self.location.join(MARKERS), allow_not_found=True)
-        try:
-            if self.fs.get_file_info(self.location.bucket).type == pafs.FileType.NotFound:
-                raise OSError("NoSuchBucket: the bucket does not exist")
-            infos = self.fs.get_file_info(selector)
-        except OSError as error:
-            raise described(error, self.location, self.setting) from None
-        for info in infos:
+        for info in self._listing(selector):
             if info.type != pafs.FileType.File or not info.base_name.endswith(".json"):
                 continue
             try:
@@ -213,6 +207,16 @@ class S3Lake:
                 self._delete_file(info.path)
                 deleted.append(f"{marker.snapshot}/{marker.run}")
         return deleted
+
+    def _listing(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        """The objects `selector` names; a missing bucket (a listing would just be empty), a wrong endpoint or
+        rejected credentials raise ObjectStoreError naming the setting."""
+        try:
+            if self.fs.get_file_info(self.location.bucket).type == pafs.FileType.NotFound:
+                raise OSError("NoSuchBucket: the bucket does not exist")
+            return self.fs.get_file_info(selector)
+        except OSError as error:
+            raise described(error, self.location, self.setting) from None
 
     def _write_marker(self, folder: str, run: str) -> None:
         marker = Marker(snapshot=folder, run=run, host=socket.gethostname(), pid=os.getpid(),

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from click.testing import CliRunner
 
 from assets.snapshot_date import today
+from commops_cli.commops import main
 from privacy.object_stores import S3LakeStore
 from privacy.retention import apply_retention
 from privacy.suppression import PRIVACY_KEY_ENV
@@ -95,3 +97,15 @@ def test_retention_removes_the_s3_lakes_old_nights_never_the_newest_eight(s3, la
     assert apply_retention(data_dir, now, days=7).snapshots == []
     kols = [f for f in S3LakeStore(data_dir, lake_url).snapshots() if "/kols/" in f]
     assert [folder.rsplit("=", 1)[1] for folder in kols] == sorted(str(d) for d in days[:8])  # readers see the eight
+
+
+def test_a_missing_bucket_stops_locate_and_erase_with_one_line_naming_the_setting(s3, tmp_path, monkeypatch):
+    for name, value in s3.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("COMMOPS_LAKE_URL", "s3://no-such-bucket/lake")
+    monkeypatch.setenv(PRIVACY_KEY_ENV, "test-privacy-key-not-a-secret")
+    for verb in ("locate", "erase"):
+        result = CliRunner().invoke(main, ["privacy", verb, "--kol", "kol_x", "--data-dir", str(tmp_path / "data")])
+        assert result.exit_code != 0, result.output
+        assert "COMMOPS_LAKE_URL=s3://no-such-bucket/lake: bucket 'no-such-bucket' not found" in result.output
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1, result.output
