@@ -137,42 +137,43 @@ class IcebergTables:
         return found
 
     def erase(self, subject: Subject) -> list[Finding]:
-        found = []
         self.local.remove_abandoned_staging()  # a killed run's copies of data files
-        for table in self._tables():
-            self._finish_journal(table)
-            with _staging(self.local) as staging:
-                holding = _holding_files(table, subject, staging)
-                found += self._findings(table, holding)
-                current = table.current_snapshot()
-                in_current = [p for p in _data_files(table, current) if p in holding] if current else []
-                if in_current:
-                    _delete_rows(table, subject, [holding[p][1] for p in in_current])
-                    table = table.refresh()
-            if holding and table.current_snapshot() is not None \
-                    and any(p in holding for p in _data_files(table, table.current_snapshot(), deleted=True)):
-                # The delete's manifest lists the files it dropped, with their column bounds (the person's
-                # values): a commit of no data leaves that manifest out, so the snapshot holding it can expire.
-                with table.transaction() as transaction, transaction.update_snapshot().fast_append():
-                    pass
+        return [finding for table in self._tables() for finding in _retrying(self._erase_table, table, subject)]
+
+    def _erase_table(self, table: Any, subject: Subject) -> list[Finding]:
+        self._finish_journal(table)
+        with _staging(self.local) as staging:
+            holding = _holding_files(table, subject, staging)
+            found = self._findings(table, holding)
+            current = table.current_snapshot()
+            in_current = [p for p in _data_files(table, current) if p in holding] if current else []
+            if in_current:
+                _delete_rows(table, subject, [holding[p][1] for p in in_current])
                 table = table.refresh()
-            live = table.current_snapshot().snapshot_id if table.current_snapshot() else None
-            self._expire(table, [s.snapshot_id for s in table.snapshots() if s.snapshot_id != live
-                                 and any(p in holding for p in _data_files(table, s, deleted=True))])
+        if holding and table.current_snapshot() is not None \
+                and any(p in holding for p in _data_files(table, table.current_snapshot(), deleted=True)):
+            # The delete's manifest lists the files it dropped, with their column bounds (the person's
+            # values): a commit of no data leaves that manifest out, so the snapshot holding it can expire.
+            with table.transaction() as transaction, transaction.update_snapshot().fast_append():
+                pass
+            table = table.refresh()
+        live = table.current_snapshot().snapshot_id if table.current_snapshot() else None
+        self._expire(table, [s.snapshot_id for s in table.snapshots() if s.snapshot_id != live
+                             and any(p in holding for p in _data_files(table, s, deleted=True))])
         return found
 
     def expire_older_than(self, cutoff: date) -> int:
         """Every table's snapshots taken before `cutoff` (never the current one) expired, their files deleted;
         the number of snapshots expired."""
         limit = datetime.combine(cutoff, time(), timezone.utc).timestamp() * 1000
-        expired = 0
-        for table in self._tables():
-            self._finish_journal(table)
-            live = table.current_snapshot().snapshot_id if table.current_snapshot() else None
-            old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id != live and s.timestamp_ms < limit]
-            self._expire(table, old)
-            expired += len(old)
-        return expired
+        return sum(_retrying(self._expire_table, table, limit) for table in self._tables())
+
+    def _expire_table(self, table: Any, limit: float) -> int:
+        self._finish_journal(table)
+        live = table.current_snapshot().snapshot_id if table.current_snapshot() else None
+        old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id != live and s.timestamp_ms < limit]
+        self._expire(table, old)
+        return len(old)
 
     def _findings(self, table: Any, holding: dict[str, tuple[int, Path]]) -> list[Finding]:
         """The person's rows in the current snapshot, and in each older snapshot still holding them."""
@@ -219,6 +220,23 @@ class IcebergTables:
     def _journal(self, table: Any) -> Path:
         return self.data_dir / JOURNAL_DIR / f"{'.'.join(table.name())}.json"
 
+
+
+def _retrying(step, table: Any, *args: Any) -> Any:
+    """`step(table, *args)`, done again on the table as it now is when another writer (a publish) committed
+    first: each step is idempotent, and the publish turns pyiceberg's own retry off (resources/iceberg.py)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    from resources.iceberg import COMMIT_ATTEMPTS
+
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            return step(table, *args)
+        except CommitFailedException:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+            table = table.refresh()
+    raise AssertionError("unreachable")
 
 
 @contextmanager
