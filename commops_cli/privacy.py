@@ -10,6 +10,7 @@ from privacy import erase as erasure
 from privacy.subject import Subject
 from privacy.suppression import PrivacyKeyMissing, PrivacyStore, privacy_key
 from resources.inbox import InboxUnreachable
+from resources.settings import SettingsError
 
 DATA_DIR_HELP = "Data directory (default: $COMMOPS_DATA_DIR or ./data)."
 OWNERS_NOTE = ("The source system (the Commercial Operations Service) and the CRM keep their own copies: "
@@ -45,8 +46,8 @@ def locate(kol, email, org, data_dir) -> None:
     subject = _subject("privacy locate", data, kol, email, org)
     try:
         outcome = erasure.locate(data, subject)
-    except InboxUnreachable as error:  # COMMOPS_INBOX_URL's Postgres: one line naming it, never its password
-        fail("privacy locate", str(error))
+    except (InboxUnreachable, SettingsError) as error:  # the inbox's Postgres, the lake on S3, the Iceberg catalog:
+        fail("privacy locate", str(error))  # one line naming the setting, never a password
     if not outcome.findings:
         click.echo("Nothing found: no store of this data directory holds the person.")
         return
@@ -81,7 +82,7 @@ def erase(kol, email, org, dry_run, lift, data_dir) -> None:
                 click.echo(f"Dry run: {outcome.rows} row(s) in {len(outcome.findings)} place(s) would be erased.")
             return
         outcome = erasure.erase(data, subject)
-    except (PrivacyKeyMissing, InboxUnreachable) as error:
+    except (PrivacyKeyMissing, InboxUnreachable, SettingsError) as error:
         fail("privacy erase", str(error))
     if outcome.findings:
         _print_findings(outcome, "erased")

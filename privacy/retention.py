@@ -3,7 +3,8 @@
 What is older than the setting goes, never below what other features need:
 - lake snapshot folders (and their changed-rows side files) dated before the cutoff, except each
   resource's newest MIN_SNAPSHOTS_KEPT dates (the nights the history views and the volume comparison read;
-  the newest is also what the next night's changed-rows file is computed against);
+  the newest is also what the next night's changed-rows file is computed against); the same for the lake
+  on S3 (COMMOPS_LAKE_URL), each snapshot's manifest deleted before its files;
 - applied webhook events of the inbox received before the cutoff (pending and quarantined ones stay), in
   the SQLite file or the Postgres of COMMOPS_INBOX_URL; then VACUUM (on SQLite with a TRUNCATE checkpoint,
   so their bytes are gone);
@@ -11,7 +12,9 @@ What is older than the setting goes, never below what other features need:
   write-back's undo window (COMMOPS_UNDO_WINDOW_DAYS, default 30): what an admin may still undo keeps
   the report it was decided from;
 - the marts' kol_history rows that closed before the cutoff (a KOL's tier or institution of long ago);
-  its open rows stay, whenever they opened: they are today's state.
+  its open rows stay, whenever they opened: they are today's state;
+- the Iceberg tables' snapshots taken before the cutoff (never a table's current one), with the files only
+  they referenced (privacy/object_stores.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 import duckdb
 
 from commops_spec.timestamps import format_timestamp
+from privacy.object_stores import iceberg_tables, s3_lake
 from privacy.stores import REPORTS_DIR
 from resources.files import holding_lock
 from resources.lake import LAKE_DIR, STAGING_DIR
@@ -71,11 +75,12 @@ class Removed:
     days: int | None
     cutoff: str | None = None
     reports_cutoff: str | None = None
-    snapshots: list[str] = field(default_factory=list)  # lake folders, relative to the lake
+    snapshots: list[str] = field(default_factory=list)  # lake folders, relative to the lake (on S3: their URLs)
     inbox_events: int = 0
     reports: list[str] = field(default_factory=list)  # relative to reports/
     reconciliation_runs: int = 0
     kol_history_rows: int = 0
+    iceberg_snapshots: int = 0
 
     def as_metadata(self) -> dict[str, object]:
         return {
@@ -88,6 +93,7 @@ class Removed:
             "reports_removed": len(self.reports),
             "reconciliation_runs_removed": self.reconciliation_runs,
             "kol_history_rows_removed": self.kol_history_rows,
+            "iceberg_snapshots_expired": self.iceberg_snapshots,
         }
 
 
@@ -101,6 +107,10 @@ def apply_retention(data_dir: Path, today: date, days: int | None = None, undo_d
     reports_cutoff = today - timedelta(days=max(days, undo_window_days() if undo_days is None else undo_days))
     removed.cutoff, removed.reports_cutoff = cutoff.isoformat(), reports_cutoff.isoformat()
     removed.snapshots = _old_snapshots(data_dir / LAKE_DIR, cutoff)
+    if (on_s3 := s3_lake(data_dir)) is not None:
+        removed.snapshots += on_s3.expire(cutoff, MIN_SNAPSHOTS_KEPT)
+    if (iceberg := iceberg_tables(data_dir)) is not None:
+        removed.iceberg_snapshots = iceberg.expire_older_than(cutoff)
     removed.inbox_events = _old_inbox_events(data_dir, cutoff)
     removed.reports = _old_reports(data_dir / REPORTS_DIR, reports_cutoff)
     removed.reconciliation_runs = _old_runs(data_dir, reports_cutoff)

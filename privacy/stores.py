@@ -93,15 +93,20 @@ class Lake:
 
 def _file_rows(path: Path, subject: Subject, rewrite: bool) -> tuple[Path, int]:
     """The number of the person's rows in one Parquet file, the file rewritten without them if `rewrite`."""
-    with closing(_duckdb()) as conn:
-        relation = f"read_parquet({sql_literal(str(path))})"
-        hit = _predicate(conn, relation, subject)
-        drop = {row[0] for row in conn.execute(
-            f"SELECT file_row_number FROM read_parquet({sql_literal(str(path))}, file_row_number = true) t "
-            f"WHERE {hit}").fetchall()}
+    drop = parquet_rows_of(path, subject)
     if drop and rewrite:
         _rewrite_parquet_without(path, drop)
     return path, len(drop)
+
+
+def parquet_rows_of(path: Path, subject: Subject) -> set[int]:
+    """The row numbers of the person's rows in a local Parquet file."""
+    with closing(_duckdb()) as conn:
+        relation = f"read_parquet({sql_literal(str(path))})"
+        hit = _predicate(conn, relation, subject)
+        return {row[0] for row in conn.execute(
+            f"SELECT file_row_number FROM read_parquet({sql_literal(str(path))}, file_row_number = true) t "
+            f"WHERE {hit}").fetchall()}
 
 
 def _predicate(conn: duckdb.DuckDBPyConnection, relation: str, subject: Subject, org_column: bool = False) -> str:
@@ -116,23 +121,31 @@ def _org_of(relative: Path) -> str | None:
 
 
 def _rewrite_parquet_without(path: Path, drop: set[int]) -> None:
-    """The file without the rows numbered in `drop`: same schema (with its metadata), row groups and
-    compression, written beside it and renamed over it."""
-    source = pq.ParquetFile(path)
-    compression = source.metadata.row_group(0).column(0).compression.lower() if source.metadata.num_row_groups else "zstd"
+    """The file without the rows numbered in `drop`, written beside it and renamed over it."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.erasing")
     try:
-        with pq.ParquetWriter(temp, source.schema_arrow, compression=compression) as writer:
-            start = 0
-            for group in range(source.metadata.num_row_groups):
-                table = source.read_row_group(group)
-                keep = [i for i in range(table.num_rows) if start + i not in drop]
-                start += table.num_rows
-                if keep:
-                    writer.write_table(table.take(pa.array(keep, pa.int64())) if len(keep) < table.num_rows else table)
+        write_parquet_without(path, temp, drop)
         _replace(temp, path)
     finally:
         temp.unlink(missing_ok=True)
+
+
+def write_parquet_without(path: Path, target: Path, drop: set[int]) -> int:
+    """`path` copied to `target` without the rows numbered in `drop`: same schema (with its metadata), row
+    groups and compression. The rows kept."""
+    source = pq.ParquetFile(path)
+    compression = source.metadata.row_group(0).column(0).compression.lower() if source.metadata.num_row_groups else "zstd"
+    kept = 0
+    with pq.ParquetWriter(target, source.schema_arrow, compression=compression) as writer:
+        start = 0
+        for group in range(source.metadata.num_row_groups):
+            table = source.read_row_group(group)
+            keep = [i for i in range(table.num_rows) if start + i not in drop]
+            start += table.num_rows
+            kept += len(keep)
+            if keep:
+                writer.write_table(table.take(pa.array(keep, pa.int64())) if len(keep) < table.num_rows else table)
+    return kept
 
 
 class Warehouse:
@@ -386,5 +399,9 @@ def _replace(temp: Path, path: Path) -> None:
 
 def all_stores(data_dir: Path) -> list:
     """In erasure order: the files that hold the person beside an id first, then the marts, the warehouse
-    (the person's ids and emails are looked up there and in the lake; its republish copies the marts) last."""
-    return [Inbox(data_dir), Reports(data_dir), Lake(data_dir), Marts(data_dir), Warehouse(data_dir)]
+    (the person's ids and emails are looked up there and in the lake; its republish copies the marts) last.
+    The lake on object storage and the Iceberg tables (privacy/object_stores.py) are among them when set."""
+    from privacy.object_stores import object_stores
+
+    return [Inbox(data_dir), Reports(data_dir), Lake(data_dir), *object_stores(data_dir), Marts(data_dir),
+            Warehouse(data_dir)]

@@ -97,9 +97,10 @@ class S3Lake:
         except OSError as error:
             raise described(error, self.location, self.setting) from None
 
-    def publish(self, staged_file: Path, folder: str, rows: int) -> str:
+    def publish(self, staged_file: Path, folder: str, rows: int, replacing: str | None = None) -> str:
         """Upload a finished Parquet file as the snapshot of `folder` (replacing the committed one);
-        returns the snapshot's URL."""
+        returns the snapshot's URL. Given `replacing` (a run), SnapshotMoved if the committed snapshot is no
+        longer that run's when the commit is due (another writer published meanwhile: nothing is replaced)."""
         run = f"run-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
         data_file = f"{run}/{staged_file.name}"
         try:
@@ -107,6 +108,9 @@ class S3Lake:
             with open(staged_file, "rb") as source, self.fs.open_output_stream(self.location.join(folder, data_file)) as target:
                 _copy(source, target)
             replaced = self.manifest(folder)
+            if replacing is not None and (replaced is None or replaced.run != replacing):
+                self._settle(folder, run)
+                raise SnapshotMoved(f"{self.snapshot_url(folder)} was published again meanwhile")
             if replaced is not None:
                 self._write_marker(folder, replaced.run)
             manifest = Manifest(run=run, files=[data_file], rows=rows, committed_at=datetime.now(UTC).isoformat())
@@ -137,15 +141,40 @@ class S3Lake:
     def committed_files(self, pattern_parts: tuple[str, ...] = ()) -> list[str]:
         """s3:// URLs of every committed snapshot file under the lake (or under `pattern_parts`, e.g.
         ("org=acme",)): what a history reader scans."""
-        files = []
+        return sorted(self.snapshot_url(f"{folder}/{name}")
+                      for folder, manifest in self.committed_snapshots(pattern_parts) for name in manifest.files)
+
+    def committed_snapshots(self, pattern_parts: tuple[str, ...] = ()) -> list[tuple[str, Manifest]]:
+        """Every committed snapshot under the lake (or under `pattern_parts`): its folder relative to the
+        lake, and its manifest; sorted by folder."""
+        snapshots = []
         selector = pafs.FileSelector(self.location.join(*pattern_parts), recursive=True, allow_not_found=True)
-        for info in self.fs.get_file_info(selector):
-            if info.type == pafs.FileType.File and info.base_name == MANIFEST:
-                folder = info.path.rsplit("/", 1)[0]
-                with self.fs.open_input_stream(info.path) as stream:
-                    manifest = Manifest(**json.loads(stream.read()))
-                files += [f"s3://{folder}/{name}" for name in manifest.files]
-        return sorted(files)
+        for info in self._listing(selector):
+            if info.type == pafs.FileType.File and info.base_name == MANIFEST \
+                    and not info.path.startswith(self.location.join(MARKERS) + "/"):
+                folder = info.path.rsplit("/", 1)[0].removeprefix(self.location.path + "/")
+                try:
+                    with self.fs.open_input_stream(info.path) as stream:
+                        snapshots.append((folder, Manifest(**json.loads(stream.read()))))
+                except FileNotFoundError:
+                    continue  # removed meanwhile (retention)
+        return sorted(snapshots, key=lambda found: found[0])
+
+    def remove_snapshot(self, folder: str) -> bool:
+        """Delete the committed snapshot of `folder`: marked first, its manifest deleted (the commit: readers
+        no longer see it), then its files and the marker. Killed halfway, the next sweep finishes it.
+        False when there was none."""
+        manifest = self.manifest(folder)
+        if manifest is None:
+            return False
+        try:
+            self._write_marker(folder, manifest.run)
+            self._delete_file(self.location.join(folder, MANIFEST))
+            self._delete_dir(self.location.join(folder))
+            self._delete_file(self._marker_path(manifest.run))
+        except OSError as error:
+            raise described(error, self.location, self.setting) from None
+        return True
 
     def history(self, resource: str) -> pads.Dataset:
         """Every committed snapshot of `resource` (all organizations) as one Arrow dataset with `org` and
@@ -162,13 +191,7 @@ class S3Lake:
         now = datetime.now(UTC)
         deleted = []
         selector = pafs.FileSelector(self.location.join(MARKERS), allow_not_found=True)
-        try:
-            if self.fs.get_file_info(self.location.bucket).type == pafs.FileType.NotFound:
-                raise OSError("NoSuchBucket: the bucket does not exist")
-            infos = self.fs.get_file_info(selector)
-        except OSError as error:
-            raise described(error, self.location, self.setting) from None
-        for info in infos:
+        for info in self._listing(selector):
             if info.type != pafs.FileType.File or not info.base_name.endswith(".json"):
                 continue
             try:
@@ -184,6 +207,16 @@ class S3Lake:
                 self._delete_file(info.path)
                 deleted.append(f"{marker.snapshot}/{marker.run}")
         return deleted
+
+    def _listing(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        """The objects `selector` names; a missing bucket (a listing would just be empty), a wrong endpoint or
+        rejected credentials raise ObjectStoreError naming the setting."""
+        try:
+            if self.fs.get_file_info(self.location.bucket).type == pafs.FileType.NotFound:
+                raise OSError("NoSuchBucket: the bucket does not exist")
+            return self.fs.get_file_info(selector)
+        except OSError as error:
+            raise described(error, self.location, self.setting) from None
 
     def _write_marker(self, folder: str, run: str) -> None:
         marker = Marker(snapshot=folder, run=run, host=socket.gethostname(), pid=os.getpid(),
@@ -219,6 +252,10 @@ class S3Lake:
             self.fs.delete_file(path)
         except FileNotFoundError:
             pass
+
+
+class SnapshotMoved(Exception):
+    """A conditional publish found another run committed meanwhile."""
 
 
 def _copy(source, target) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -181,3 +183,20 @@ class HoldingProxy:
             if not holding:
                 client.close()
                 upstream.close()
+
+
+def killed_at_request(s3: S3Server, hold: str, args: list[str], env: dict[str, str], log: Path, what: str,
+                      cwd: Path | None = None) -> None:
+    """`args` run in a process of its own (`env` plus the AWS variables) whose S3 requests pass through a
+    HoldingProxy holding the first one matching `hold`, killed (SIGKILL) as that request is sent. Its stderr
+    goes to the file `log` (never a pipe nobody reads while it runs); AssertionError if it ended first."""
+    with HoldingProxy(s3, hold=hold) as proxy:
+        with open(log, "w") as stderr:
+            killed = subprocess.Popen(args, cwd=cwd, env=env | s3.env(proxy.endpoint_url),
+                                      stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            wait_until(lambda: proxy.held.is_set() or killed.poll() is not None, 180, 0.05, what=what)
+            assert proxy.held.is_set(), f"the process ended before {what}: {log.read_text()[-2000:]}"
+        finally:
+            killed.send_signal(signal.SIGKILL)
+            killed.wait(timeout=30)

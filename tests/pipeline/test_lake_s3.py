@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -24,8 +22,7 @@ from commops_cli.sync_run import SyncError
 from resources.lake import LakeResource
 from resources.lake_s3 import MANIFEST, STALE_AFTER, S3Lake
 from tests.pipeline.sync_support import query, sync, warehouse_state
-from tests.s3 import HoldingProxy, S3Server, running_s3
-from tests.waiting import wait_until
+from tests.s3 import S3Server, killed_at_request, running_s3
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = {"kols": 150, "campaigns": 4, "products": 3, "signals": 12}
@@ -95,21 +92,12 @@ def test_a_sync_killed_mid_publish_leaves_no_partial_snapshot_and_the_next_run_c
 
     # A real `commops sync` whose requests pass through a proxy that never forwards the KOL manifest's write:
     # the new snapshot is uploaded, the commit is under way, and the process is killed right then.
-    with HoldingProxy(s3, hold=r"(PUT|POST) \S*/kols/snapshot_date(=|%3D)\S*/_manifest\.json") as proxy:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
-        env |= s3.env(proxy.endpoint_url) | {"COMMOPS_LAKE_URL": lake_url, "COMMOPS_BASE_URL": service.base_url,
-                                             "COMMOPS_API_KEY": service.api_key}
-        log = tmp_path / "killed-sync.log"  # a file, not a pipe nobody reads while it runs
-        with open(log, "w") as stderr:
-            killed = subprocess.Popen([sys.executable, "-m", "commops_cli", "sync", "--data-dir", str(data_dir),
-                                       "--no-progress", "--no-marts", "--enrich-limit", "0"], cwd=REPO, env=env,
-                                      stdout=subprocess.DEVNULL, stderr=stderr)
-        try:
-            wait_until(lambda: proxy.held.is_set() or killed.poll() is not None, 180, 0.05, what="the KOL manifest's write")
-            assert proxy.held.is_set(), f"the sync ended before committing its KOLs: {log.read_text()[-2000:]}"
-        finally:
-            killed.send_signal(signal.SIGKILL)
-            killed.wait(timeout=30)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
+    env |= {"COMMOPS_LAKE_URL": lake_url, "COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key}
+    killed_at_request(s3, r"(PUT|POST) \S*/kols/snapshot_date(=|%3D)\S*/_manifest\.json",
+                      [sys.executable, "-m", "commops_cli", "sync", "--data-dir", str(data_dir), "--no-progress",
+                       "--no-marts", "--enrich-limit", "0"],
+                      env, tmp_path / "killed-sync.log", "the KOL manifest's write", cwd=REPO)
 
     left = set(_files(s3, lake_url)) - before
     uploaded = [f for f in left if f.startswith(f"org=default/kols/snapshot_date={today()}/run-")]

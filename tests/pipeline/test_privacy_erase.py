@@ -47,6 +47,17 @@ def _plant(service) -> str:
     return response.json()["data"]["id"]
 
 
+def planted_and_synced(make_service, tmp_path: Path, monkeypatch) -> tuple[object, str, Path]:
+    """A small service with the person planted, synced once (details enriched) with the privacy key set:
+    (service, the person's KOL id, the data directory)."""
+    monkeypatch.setenv(PRIVACY_KEY_ENV, "test-privacy-key-not-a-secret")
+    service = make_service(kols=10, products=2, campaigns=2, signals=3)
+    kol_id = _plant(service)
+    data_dir = tmp_path / "data"
+    sync(service, data_dir, enrich_details_limit=20)
+    return service, kol_id, data_dir
+
+
 def _hits(data_dir: Path) -> list[str]:
     """Every place under the data directory a marker is found: each file through its reader and as raw bytes."""
     hits = []
