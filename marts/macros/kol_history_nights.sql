@@ -1,8 +1,9 @@
-{#- kol_history's incremental plan, looked up before the model runs (so its SQL names files, and DuckDB opens no
-    other): per organization the window's start (the last snapshot date that opened or closed a row, as the
-    pre-hook computes it), and each lake snapshot from it on, with its side file of changed rows
-    (resources/changed_rows.py) where that file was written with the snapshot and compared with the night
-    before; otherwise none, and the snapshot is read whole. None on a full build. -#}
+{#- kol_history's incremental plan, looked up before the model runs and by its pre-hook (so its SQL names files,
+    and DuckDB opens no other): the nights to read, per organization those after the last one that opened or
+    closed a row (that one too when its snapshot was written again since: a re-run of the day), each with its
+    side file of changed rows (resources/changed_rows.py) where that file was written with the snapshot and
+    compared with the night before, else none (the snapshot is read whole); and `starts`, each organization's
+    first night to read. None on a full build. -#}
 {% macro kol_history_nights() %}
   {% if not execute or not is_incremental() %}{{ return(none) }}{% endif %}
   {% set starts = {} %}
@@ -25,29 +26,38 @@
       {% do ids.update({row[0] ~ '|' ~ row[1]: row[2]}) %}
     {% endfor %}
   {% endif %}
-  {% set snapshots = {} %}
   {% set changes = {} %}
-  {% for row in files %}
-    {% do (changes if row['is_changes'] else snapshots).update({row['org'] ~ '|' ~ row['night']: row['file']}) %}
+  {% for row in files if row['is_changes'] %}
+    {% do changes.update({row['org'] ~ '|' ~ row['night']: row['file']}) %}
   {% endfor %}
-  {% set nights = [] %}
+  {#- A night's side file stands for it when written with it against the night before's snapshot. -#}
+  {% set follows = {} %}
   {% set previous = {} %}
   {% for row in files if not row['is_changes'] %}
     {% set key = row['org'] ~ '|' ~ row['night'] %}
-    {% set start = starts.get(row['org']) %}
-    {% if start is none or row['night'] >= start %}
-      {% set side = changes.get(key) %}
-      {% set before = previous.get(row['org']) %}
-      {% set usable = side is not none and before is not none
-            and ids.get(side ~ '|commops.snapshot_id') is not none
-            and ids.get(before ~ '|commops.snapshot_id') is not none
-            and ids.get(side ~ '|commops.snapshot_id') == ids.get(row['file'] ~ '|commops.snapshot_id')
-            and ids.get(side ~ '|commops.previous_snapshot_id') == ids.get(before ~ '|commops.snapshot_id') %}
-      {% do nights.append({'org': row['org'], 'night': row['night'], 'changes': side if usable else none}) %}
-    {% endif %}
+    {% set side = changes.get(key) %}
+    {% set before = previous.get(row['org']) %}
+    {% set snapshot_id = ids.get(row['file'] ~ '|commops.snapshot_id') %}
+    {% do follows.update({key: side is not none and before is not none and snapshot_id is not none
+        and ids.get(before ~ '|commops.snapshot_id') is not none
+        and ids.get(side ~ '|commops.snapshot_id') == snapshot_id
+        and ids.get(side ~ '|commops.previous_snapshot_id') == ids.get(before ~ '|commops.snapshot_id')}) %}
+    {#- The night last read, written again since (a re-run compares with the same day's earlier file), is
+        read again; one written once (following the night before, or the first night) is not. -#}
+    {% do follows.update({key ~ '|once': follows[key] or (before is none and side is none)}) %}
     {% do previous.update({row['org']: row['file']}) %}
   {% endfor %}
-  {{ return({'starts': starts, 'nights': nights}) }}
+  {% set nights = [] %}
+  {% set window = {} %}
+  {% for row in files if not row['is_changes'] %}
+    {% set key = row['org'] ~ '|' ~ row['night'] %}
+    {% set last = starts.get(row['org']) %}
+    {% if last is none or row['night'] > last or (row['night'] == last and not follows[key ~ '|once']) %}
+      {% if row['org'] not in window %}{% do window.update({row['org']: row['night']}) %}{% endif %}
+      {% do nights.append({'org': row['org'], 'night': row['night'], 'changes': changes.get(key) if follows[key] else none}) %}
+    {% endif %}
+  {% endfor %}
+  {{ return({'starts': window, 'nights': nights}) }}
 {% endmacro %}
 
 {#- A WHERE condition true on the rows of these `nights` (constants: DuckDB opens only their files). -#}

@@ -295,6 +295,7 @@ def test_kol_history_built_night_by_night_from_the_changed_rows_equals_a_full_re
                                     f"THEN 'tier_2' ELSE 'tier_1' END AS tier, is_archived OR id = '{second}' AS is_archived) FROM kols")
     ran = _build_history(data_dir, nightly)
     assert f"snapshot_date={night_2}/changed/data.parquet" in ran  # the changed rows, not the whole snapshot
+    assert f"date '{night_1}'" not in ran  # nor night 1 again
     # Night 3: a KOL gone from the API; then the night run again, the rerun also changing another KOL's institution.
     _write_night(data_dir, night_3, f"SELECT * FROM kols WHERE id <> '{third}'")
     _build_history(data_dir, nightly)

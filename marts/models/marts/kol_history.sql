@@ -1,12 +1,12 @@
 {#- Dimension type 2 over the nightly KOL snapshots: a row per stretch of unchanged tier, institution,
     engagement level and specialties; archived or gone from the API closes the stretch (closed_reason).
 
-    Incremental: a night reads the snapshots from the last night that changed something (the window's start,
-    per organization; kol_history_nights), each through its side file of changed rows where the lake wrote one
-    against the night before, whole where not, plus each snapshot's ids (to see who is gone), and writes only
-    the rows opened or closed since. So a night with 1% of the KOLs changed reads and writes about 1% of the
-    rows. The pre-hook first removes the rows opened from the window's start, so a snapshot re-written by a
-    second run of the same day is compared again, never counted twice. -#}
+    Incremental: a night reads the snapshots after the last night that opened or closed a row (that one too when
+    it was written again since, by a re-run of the day; kol_history_nights), each through its side file of
+    changed rows where the lake wrote one against the night before, whole where not, plus each snapshot's ids
+    (to see who is gone); it writes only the rows opened or closed since. So a night with 1% of the KOLs changed
+    reads and writes about 1% of the rows. The pre-hook first removes the rows opened from the first night read,
+    so a snapshot re-written by a second run of the same day is compared again, never counted twice. -#}
 {{ config(
     materialized='incremental',
     unique_key=['org', 'kol_id', 'valid_from'],
