@@ -296,13 +296,15 @@ def test_kol_history_built_night_by_night_from_the_changed_rows_equals_a_full_re
     ran = _build_history(data_dir, nightly)
     assert f"snapshot_date={night_2}/changed/data.parquet" in ran  # the changed rows, not the whole snapshot
     assert f"date '{night_1}'" not in ran  # nor night 1 again
-    # Night 3: a KOL gone from the API; then the night run again, the rerun also changing another KOL's institution.
-    _write_night(data_dir, night_3, f"SELECT * FROM kols WHERE id <> '{third}'")
-    _build_history(data_dir, nightly)
+    # Night 3: a KOL gone from the API, another moved; then the night run again, the re-run also moving a third
+    # (its side file, compared with the first run's, lacks the second move: it must not stand for the night).
     _write_night(data_dir, night_3, f"SELECT * REPLACE (CASE WHEN id = '{fourth}' THEN 'Elsewhere' ELSE institution "
                                     f"END AS institution) FROM kols WHERE id <> '{third}'")
+    _build_history(data_dir, nightly)
+    _write_night(data_dir, night_3, f"SELECT * REPLACE (CASE WHEN id = '{first}' THEN 'Moved' ELSE institution "
+                                    f"END AS institution) FROM kols")
     ran = _build_history(data_dir, nightly)
-    assert "changed/data.parquet" not in ran  # compared with the first run's night 3, not with night 2: read whole
+    assert "changed/data.parquet" not in ran  # night 3 read whole
 
     rebuilt = tmp_path / "rebuilt.duckdb"
     _build_history(data_dir, rebuilt, "--full-refresh")
@@ -311,4 +313,5 @@ def test_kol_history_built_night_by_night_from_the_changed_rows_equals_a_full_re
     rows = query(rebuilt, history)
     assert {(kol_id, closed) for kol_id, *_, closed in rows if closed} == {
         (first, "changed"), (second, "archived"), (third, "gone"), (fourth, "changed")}
-    assert [valid_from for kol_id, _, institution, valid_from, *_ in rows if institution == "Elsewhere"] == [night_3]
+    assert [(kol_id, valid_from) for kol_id, _, institution, valid_from, *_ in rows
+            if institution in ("Elsewhere", "Moved")] == sorted([(first, night_3), (fourth, night_3)])
