@@ -9,7 +9,12 @@ reconciliation row per KOL; the lake holds one KOL snapshot (night 1). Then, eac
 peak RSS):
 - `first night`: `dbt build` of every mart into an empty build file, as the pipeline runs it (target pipeline);
 - `second night`: a second snapshot with 1% of the KOLs changed (tier) and 0.1% gone, built into a copy of the
-  first night's marts: kol_history adds only what changed (its own time from dbt's run_results.json);
+  first night's marts: kol_history adds only what changed (its own time from dbt's run_results.json), reading
+  the side file of changed rows the lake writes beside the snapshot (both snapshots are written by the lake's
+  own writer, digests and side file included);
+- `full rebuild`: the second night again with `--full-refresh`: kol_history rebuilt from both snapshots, the
+  yardstick of its incremental night. For both, kol_history's query is also timed alone (its SQL as dbt
+  compiled it, on a copy of the first night's marts): dbt's own cost per model is apart;
 - `fixed`: the same build over a warehouse of one row per table: dbt's start-up, parse and per-model cost.
 Medians of --runs. The nightly sync's own figures (docs/benchmarks-findings.md: 7.74 s at 100k, 95.58 s at 1M)
 are the yardstick: the aim is the marts within 10% of the nightly at 1M, within the build's memory limit (1 GB).
@@ -32,10 +37,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from assets.marts import DBT_EXECUTABLE, MARTS_PROJECT_DIR  # noqa: E402
+from resources.digest import content_fields  # noqa: E402
 from resources.lake import LakeResource  # noqa: E402
 from resources.marts import MartsResource  # noqa: E402
 from resources.warehouse import WarehouseResource  # noqa: E402
 from sync.catalog import CAMPAIGN_ENGAGEMENT, CATALOG, KOL_DETAILS, KOLS  # noqa: E402
+from sync.schemas import FETCHED_AT  # noqa: E402
 
 NIGHT_1, NIGHT_2 = "2026-11-01", "2026-11-02"
 CHILD = """
@@ -102,14 +109,24 @@ def fill(data_dir: Path, kols: int) -> None:
         conn.execute("""INSERT INTO kol_crm_reconciliation BY NAME SELECT org, 'run' AS run_id, now() AS reconciled_at,
             CASE WHEN hash(id) % 10 = 0 THEN 'missing_in_crm' ELSE 'matched' END AS status, id AS kol_id, true AS kol_primary,
             '003' || id AS crm_id, false AS needs_review FROM kols""")
-        _snapshot(conn, data_dir, NIGHT_1, "SELECT * EXCLUDE (org, _snapshot_date, _loaded_at, _digest) FROM kols")
+        _snapshot(conn, data_dir, NIGHT_1, "FROM kols")
         session.ensure_history_view(KOLS, LakeResource.relative_glob("kols"))
 
 
 def _snapshot(conn, data_dir: Path, night: str, select: str) -> None:
-    folder = data_dir / "lake" / "org=default" / "kols" / f"snapshot_date={night}"
-    folder.mkdir(parents=True, exist_ok=True)
-    conn.execute(f"COPY ({select}) TO '{folder / 'data.parquet'}' (FORMAT parquet)")
+    """The KOL snapshot of `night` written by the lake's writer, as the nightly writes it (digests, the side file of
+    the rows changed since the snapshot before, in created_at order as the API lists them)."""
+    import pyarrow as pa
+
+    lake = LakeResource(data_dir=str(data_dir))
+    columns = ", ".join(f'"{name}"' for name in KOLS.schema.names)
+    reader = conn.sql(f"SELECT {columns} FROM ({select}) ORDER BY {KOLS.sort}, id").to_arrow_reader(10_000)
+    with lake.snapshot("default", KOLS.name, night, KOLS.schema, key=KOLS.key, newest_by=FETCHED_AT,
+                       digest=content_fields(KOLS.schema, KOLS.observed), sorted_by=KOLS.sort) as staged:
+        for batch in reader:
+            for cast in pa.Table.from_batches([batch]).cast(KOLS.schema).to_batches():
+                staged.write(cast)
+        staged.finish()
 
 
 def second_night(data_dir: Path) -> None:
@@ -117,11 +134,11 @@ def second_night(data_dir: Path) -> None:
     warehouse = WarehouseResource(data_dir=str(data_dir), memory_limit="1GB", threads=2)
     with warehouse.writer() as session:
         _snapshot(session.conn, data_dir, NIGHT_2,
-                  "SELECT * EXCLUDE (org, _snapshot_date, _loaded_at, _digest) REPLACE (CASE WHEN hash(id) % 100 = 0 "
-                  "THEN 'tier_1' ELSE tier END AS tier) FROM kols WHERE hash(id) % 1000 <> 7")
+                  "SELECT * REPLACE (CASE WHEN hash(id) % 100 = 0 THEN (CASE WHEN tier = 'tier_1' THEN 'tier_2' "
+                  "ELSE 'tier_1' END) ELSE tier END AS tier) FROM kols WHERE hash(id) % 1000 <> 7")
 
 
-def build(data_dir: Path, marts_from: Path | None) -> dict:
+def build(data_dir: Path, marts_from: Path | None, *flags: str) -> dict:
     """One `dbt build` as the pipeline runs it, in a child process: seconds, peak RSS, kol_history's own seconds."""
     marts = MartsResource(data_dir=str(data_dir))
     marts.discard()
@@ -129,7 +146,8 @@ def build(data_dir: Path, marts_from: Path | None) -> dict:
         shutil.copyfile(marts_from, marts.build_path)
     target = data_dir / ".marts-dbt"
     args = [DBT_EXECUTABLE, "build", "--target", "pipeline", "--exclude-resource-type", "unit_test",
-            "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR), "--target-path", str(target)]
+            "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR), "--target-path", str(target),
+            *flags]
     environment = {**os.environ, **marts.dbt_environment(WarehouseResource(data_dir=str(data_dir)).path)}
     done = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=environment)
     if done.returncode != 0:
@@ -139,6 +157,28 @@ def build(data_dir: Path, marts_from: Path | None) -> dict:
     history = next(r["execution_time"] for r in results if r["unique_id"].endswith(".kol_history"))
     return {"seconds": float(seconds), "rss_mb": int(rss_kb) / 1024, "kol_history_seconds": history,
             "build_path": marts.build_path}
+
+
+def history_query_seconds(data_dir: Path, marts_from: Path) -> float:
+    """kol_history's SELECT as dbt last compiled it, alone (no dbt start-up, pre-hook or merge), on a copy of
+    the marts the build started from: what reading the nights and finding the changes costs."""
+    import duckdb
+
+    compiled = next((data_dir / ".marts-dbt" / "compiled").glob("**/kol_history.sql")).read_text()
+    scratch = data_dir / "history-query.duckdb"
+    shutil.copyfile(marts_from, scratch)
+    conn = duckdb.connect(config={"memory_limit": "1GB", "threads": 2})
+    try:
+        conn.execute(f"SET file_search_path = '{data_dir}'")
+        conn.execute(f"ATTACH '{scratch}' AS \"marts-build\"")
+        conn.execute(f"ATTACH '{WarehouseResource(data_dir=str(data_dir)).path}' AS warehouse (READ_ONLY)")
+        conn.execute('USE "marts-build"')
+        started = time.monotonic()
+        conn.execute(f"CREATE TEMP TABLE written AS {compiled}")
+        return time.monotonic() - started
+    finally:
+        conn.close()
+        scratch.unlink()
 
 
 def median_of(runs: list[dict], key: str) -> float:
@@ -163,7 +203,7 @@ def main() -> None:
         second_night(full)
         night_2 = full / "lake" / "org=default" / "kols" / f"snapshot_date={NIGHT_2}"
         aside = full / "night-2-aside"
-        first_nights, fixed, second_nights = [], [], []
+        first_nights, fixed, second_nights, rebuilds = [], [], [], []
         for run in range(options.runs):
             fixed.append(build(small, None))
             night_2.rename(aside)  # the first night sees its own snapshot only
@@ -173,9 +213,15 @@ def main() -> None:
             night_1 = full / "marts-night-1.duckdb"
             shutil.copyfile(first["build_path"], night_1)
             second_nights.append(build(full, night_1))
+            second_nights[-1]["query_seconds"] = history_query_seconds(full, night_1)
+            rebuilds.append(build(full, night_1, "--full-refresh"))
+            rebuilds[-1]["query_seconds"] = history_query_seconds(full, night_1)
             print(f"run {run + 1}: fixed {fixed[-1]['seconds']:.2f} s, first night {first['seconds']:.2f} s "
                   f"({first['rss_mb']:.0f} MB), second night {second_nights[-1]['seconds']:.2f} s "
-                  f"(kol_history {second_nights[-1]['kol_history_seconds']:.2f} s)", flush=True)
+                  f"(kol_history {second_nights[-1]['kol_history_seconds']:.2f} s, its query "
+                  f"{second_nights[-1]['query_seconds']:.2f} s), full rebuild {rebuilds[-1]['seconds']:.2f} s "
+                  f"(kol_history {rebuilds[-1]['kol_history_seconds']:.2f} s, its query "
+                  f"{rebuilds[-1]['query_seconds']:.2f} s)", flush=True)
         size = (full / "marts-night-1.duckdb").stat().st_size / 1e6
         print(json.dumps({
             "kols": options.kols,
@@ -187,8 +233,13 @@ def main() -> None:
             "second_night_seconds": round(median_of(second_nights, "seconds"), 2),
             "second_night_rss_mb": round(median_of(second_nights, "rss_mb")),
             "second_night_kol_history_seconds": round(median_of(second_nights, "kol_history_seconds"), 2),
+            "second_night_kol_history_query_seconds": round(median_of(second_nights, "query_seconds"), 3),
+            "full_rebuild_seconds": round(median_of(rebuilds, "seconds"), 2),
+            "full_rebuild_kol_history_seconds": round(median_of(rebuilds, "kol_history_seconds"), 2),
+            "full_rebuild_kol_history_query_seconds": round(median_of(rebuilds, "query_seconds"), 3),
             "marts_file_mb": round(size, 1),
         }, indent=2))
+        print("command: " + " ".join([Path(sys.executable).name, *sys.argv]))
 
 
 if __name__ == "__main__":

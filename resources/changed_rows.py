@@ -12,6 +12,9 @@ file's row groups), and the rows whose digest is not there, new or changed, go t
 
 Both files carry the snapshot's id in their Arrow schema metadata: the merge reads the side file only when
 it names the snapshot beside it (a re-run that replaced the one but not yet the other is read without it).
+The side file also names the snapshot it was compared with (`commops.previous_snapshot_id`): a re-run of a
+day compares with that day's earlier file, and kol_history uses a side file only when it follows the night
+before (marts/macros/kol_history_nights.sql).
 The side file is a shortcut, never the truth: the merge reads from it the rows it writes that are there, and
 from the snapshot those that are not (a row the table lacks, or holds otherwise than the previous snapshot
 did). Where it would not pay (no previous snapshot of this schema, more than half the rows changed) none
@@ -31,6 +34,7 @@ from resources.digest import DIGEST_COLUMN
 
 CHANGES_DIR = "changed"
 SNAPSHOT_ID = b"commops.snapshot_id"  # Arrow schema metadata key naming the snapshot a file was written as
+PREVIOUS_SNAPSHOT_ID = b"commops.previous_snapshot_id"  # a side file's: the snapshot its rows were compared with
 
 
 def new_snapshot_id() -> str:
@@ -66,7 +70,9 @@ class ChangedRows:
 
     def __init__(self, previous: pq.ParquetFile, path: Path, schema: pa.Schema, *, sort: str | None):
         self.path = path
-        self.schema = schema
+        previous_id = (previous.schema_arrow.metadata or {}).get(SNAPSHOT_ID)
+        self.schema = schema if previous_id is None else schema.with_metadata(
+            {**(schema.metadata or {}), PREVIOUS_SNAPSHOT_ID: previous_id})
         self.rows_compared = 0
         self.rows_changed = 0
         self.abandoned = False

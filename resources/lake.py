@@ -156,9 +156,9 @@ class StagedSnapshot:
             f"AND c.{newest} IS NOT DISTINCT FROM f.{newest} AND c.{DIGEST_COLUMN} = f.{DIGEST_COLUMN} "
             f"QUALIFY row_number() OVER (PARTITION BY c.{key}) = 1"
         ).to_arrow_reader(ROWS_PER_ROW_GROUP)
-        with pq.ParquetWriter(kept, self.schema, compression="zstd") as writer:
+        with pq.ParquetWriter(kept, self.changes.schema, compression="zstd") as writer:
             for batch in reader:
-                writer.write_table(pa.Table.from_batches([batch]).cast(self.schema))
+                writer.write_table(pa.Table.from_batches([batch]).cast(self.changes.schema))
         kept.replace(changes)
 
 

@@ -1,10 +1,9 @@
-{#- kol_history's pre-hook (incremental runs): remove the rows opened on or after each organization's
-    window start (the last snapshot date that opened or closed a row); the model writes them again. -#}
+{#- kol_history's pre-hook (incremental runs): remove the rows opened on or after each organization's first
+    night to read (kol_history_nights); the model writes them again. -#}
 {% macro kol_history_reopen_window() %}
   {% if is_incremental() %}
+    {% set plan = kol_history_nights() %}
     delete from {{ this }} as t
-    where t.valid_from >= (
-        select max(greatest(w.valid_from, coalesce(w.valid_to, w.valid_from))) from {{ this }} as w where w.org = t.org
-    )
+    where {% for org, start in plan['starts'].items() %}{{ ' or ' if not loop.first }}(t.org = '{{ org }}' and t.valid_from >= date '{{ start }}'){% else %}false{% endfor %}
   {% endif %}
 {% endmacro %}

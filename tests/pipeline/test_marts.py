@@ -9,14 +9,19 @@ import shutil
 import subprocess
 import sys
 from collections import defaultdict
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from commops_cli.marts import run_marts_build
+from resources.digest import DIGEST_COLUMN, content_fields
+from resources.lake import LakeResource
+from resources.marts import MartsResource
+from resources.warehouse import WarehouseResource
 from sync.catalog import CAMPAIGNS, KOLS
+from sync.schemas import FETCHED_AT
 from tests.pipeline.conftest import start_service
 from tests.pipeline.sync_support import api_detail, api_items, query, sync
 from tests.pipeline.webhook_stack import Stack, new_kol, stack  # noqa: F401 (fixture)
@@ -236,3 +241,77 @@ def test_commops_docs_writes_the_marts_documentation_site_as_one_page(synced: Pa
                                                 if line.startswith("The marts' documentation:")]  # one line, no dbt log
     text = page.read_text()
     assert "kol_360" in text and "opens_90d + clicks_90d (each open and each click counts once)" in text
+
+
+def _write_night(data_dir: Path, night: date, change: str) -> None:
+    """A KOL snapshot of `night` written as the nightly writes it (digests, and the side file of the rows changed
+    since the snapshot before): the latest snapshot's rows, passed through the DuckDB SELECT `change` (on `kols`)."""
+    lake = LakeResource(data_dir=str(data_dir))
+    latest = lake.latest_snapshot_file("default", KOLS.name, night.isoformat())
+    conn = duckdb.connect()
+    try:
+        conn.execute(f"CREATE TABLE kols AS SELECT * EXCLUDE ({DIGEST_COLUMN}) FROM read_parquet('{latest}')")
+        rows = conn.sql(change).to_arrow_table().select(KOLS.schema.names).cast(KOLS.schema)
+    finally:
+        conn.close()
+    with lake.snapshot("default", KOLS.name, night.isoformat(), KOLS.schema, key=KOLS.key, newest_by=FETCHED_AT,
+                       digest=content_fields(KOLS.schema, KOLS.observed), sorted_by=KOLS.sort) as staged:
+        for batch in rows.to_batches():
+            staged.write(batch)
+        staged.finish()
+
+
+def _build_history(data_dir: Path, build: Path, *flags: str) -> str:
+    """kol_history built into `build` as the pipeline builds it (target pipeline, the warehouse attached); the SQL
+    dbt ran."""
+    from assets.marts import DBT_EXECUTABLE, MARTS_PROJECT_DIR
+
+    target = data_dir.parent / "dbt-target"
+    environment = {**os.environ, **MartsResource(data_dir=str(data_dir)).dbt_environment(
+        WarehouseResource(data_dir=str(data_dir)).path), "COMMOPS_MARTS_BUILD_PATH": str(build),
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    done = subprocess.run([DBT_EXECUTABLE, "run", "--target", "pipeline", "--select", "stg_kol_snapshots", "kol_history",
+                           *flags, "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR),
+                           "--target-path", str(target), "--log-path", str(target)],
+                          capture_output=True, text=True, env=environment)
+    assert done.returncode == 0, done.stdout[-3000:]
+    return next(target.glob("compiled/**/kol_history.sql")).read_text()
+
+
+@pytest.mark.timeout(600)  # five dbt invocations, each starting dbt: slow on a loaded host
+def test_kol_history_built_night_by_night_from_the_changed_rows_equals_a_full_rebuild(synced: Path, tmp_path: Path):
+    data_dir = tmp_path / "data"
+    shutil.copytree(synced, data_dir, ignore=shutil.ignore_patterns(".marts*", "marts*.duckdb"))
+    (night_1,) = [date.fromisoformat(p.name.split("=")[1]) for p in
+                  (data_dir / "lake" / "org=default" / KOLS.name).glob("snapshot_date=*")]
+    night_2, night_3 = night_1 + timedelta(days=1), night_1 + timedelta(days=2)
+    first, second, third, fourth = [row[0] for row in query(data_dir / "warehouse.duckdb",
+                                                            "SELECT DISTINCT id FROM kols WHERE NOT is_archived ORDER BY id")][:4]
+    nightly = tmp_path / "nightly.duckdb"
+
+    _build_history(data_dir, nightly)
+    # Night 2: a tier change and an archival.
+    _write_night(data_dir, night_2, f"SELECT * REPLACE (CASE WHEN id <> '{first}' THEN tier WHEN tier = 'tier_1' "
+                                    f"THEN 'tier_2' ELSE 'tier_1' END AS tier, is_archived OR id = '{second}' AS is_archived) FROM kols")
+    ran = _build_history(data_dir, nightly)
+    assert f"snapshot_date={night_2}/changed/data.parquet" in ran  # the changed rows, not the whole snapshot
+    assert f"date '{night_1}'" not in ran  # nor night 1 again
+    # Night 3: a KOL gone from the API, another moved; then the night run again, the re-run also moving a third
+    # (its side file, compared with the first run's, lacks the second move: it must not stand for the night).
+    _write_night(data_dir, night_3, f"SELECT * REPLACE (CASE WHEN id = '{fourth}' THEN 'Elsewhere' ELSE institution "
+                                    f"END AS institution) FROM kols WHERE id <> '{third}'")
+    _build_history(data_dir, nightly)
+    _write_night(data_dir, night_3, f"SELECT * REPLACE (CASE WHEN id = '{first}' THEN 'Moved' ELSE institution "
+                                    f"END AS institution) FROM kols")
+    ran = _build_history(data_dir, nightly)
+    assert "changed/data.parquet" not in ran  # night 3 read whole
+
+    rebuilt = tmp_path / "rebuilt.duckdb"
+    _build_history(data_dir, rebuilt, "--full-refresh")
+    history = "SELECT kol_id, tier, institution, valid_from, valid_to, is_current, closed_reason FROM kol_history ORDER BY ALL"
+    assert query(nightly, history) == query(rebuilt, history)
+    rows = query(rebuilt, history)
+    assert {(kol_id, closed) for kol_id, *_, closed in rows if closed} == {
+        (first, "changed"), (second, "archived"), (third, "gone"), (fourth, "changed")}
+    assert [(kol_id, valid_from) for kol_id, _, institution, valid_from, *_ in rows
+            if institution in ("Elsewhere", "Moved")] == sorted([(first, night_3), (fourth, night_3)])

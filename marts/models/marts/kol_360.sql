@@ -4,14 +4,8 @@ with engagement as (
     select
         org,
         kol_id,
-        count(*) filter (where event = 'campaign.email_opened'
-                         and occurred_at >= current_timestamp - to_days({{ var('recent_days') }})) as opens_30d,
-        count(*) filter (where event = 'campaign.link_clicked'
-                         and occurred_at >= current_timestamp - to_days({{ var('recent_days') }})) as clicks_30d,
-        count(*) filter (where event = 'campaign.email_opened'
-                         and occurred_at >= current_timestamp - to_days({{ var('longer_days') }})) as opens_90d,
-        count(*) filter (where event = 'campaign.link_clicked'
-                         and occurred_at >= current_timestamp - to_days({{ var('longer_days') }})) as clicks_90d,
+        {{ recent_counts('count(*)', 'occurred_at', 'opens', "event = 'campaign.email_opened'") }},
+        {{ recent_counts('count(*)', 'occurred_at', 'clicks', "event = 'campaign.link_clicked'") }},
         count(distinct campaign_id) as campaigns_reached,
         max(occurred_at) as last_engagement_at
     from {{ ref('stg_campaign_engagement') }}

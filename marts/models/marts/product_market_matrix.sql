@@ -4,12 +4,9 @@ with product_signals as (
     select
         org,
         product_id,
-        count(distinct signal_id) filter (where published_at >= current_timestamp - to_days({{ var('recent_days') }})) as signals_30d,
-        count(distinct signal_id) filter (where published_at >= current_timestamp - to_days({{ var('longer_days') }})) as signals_90d,
-        count(distinct signal_id) filter (where published_at >= current_timestamp - to_days({{ var('recent_days') }})
-                                          and impact_level in ('critical', 'high')) as high_impact_signals_30d,
-        count(distinct signal_id) filter (where published_at >= current_timestamp - to_days({{ var('longer_days') }})
-                                          and impact_level in ('critical', 'high')) as high_impact_signals_90d,
+        {{ recent_counts('count(distinct signal_id)', 'published_at', 'signals') }},
+        {{ recent_counts('count(distinct signal_id)', 'published_at', 'high_impact_signals',
+                         "impact_level in ('critical', 'high')") }},
         max(published_at) as last_signal_at
     from {{ ref('stg_signal_products') }}
     group by org, product_id
