@@ -12,13 +12,11 @@ import time
 import dagster as dg
 
 from assets.sync_health import NIGHTLY_SYNC, record_sync_health
-from sync.catalog import CAMPAIGN_ENGAGEMENT, CATALOG, KOL_DETAILS, WEBHOOK_EVENTS
+from sync.catalog import ICEBERG_TABLES
 from resources.iceberg import IcebergResource
 from resources.warehouse import WarehouseResource
 
 ANALYTICS_KEY = dg.AssetKey(["analytics"])
-# The current-state tables (one row per org and key, with their child tables) published as Iceberg tables.
-ICEBERG_TABLES = (*CATALOG, KOL_DETAILS, CAMPAIGN_ENGAGEMENT, WEBHOOK_EVENTS)
 
 
 def build_analytics_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:

@@ -289,7 +289,7 @@ def _delete_rows(table: Any, subject: Subject, files: list[Path]) -> None:
     from pyiceberg.expressions import AlwaysFalse, And, EqualTo, IsNull, Or
     from pyiceberg.types import StringType
 
-    from assets.analytics import ICEBERG_TABLES
+    from sync.catalog import ICEBERG_TABLES
 
     keys = {spec.table: spec.key for spec in ICEBERG_TABLES}
     name = table.name()[-1]

@@ -395,13 +395,3 @@ def _replace(temp: Path, path: Path) -> None:
         os.fsync(handle.fileno())
     os.replace(temp, path)
     fsync_dir(path.parent)
-
-
-def all_stores(data_dir: Path) -> list:
-    """In erasure order: the files that hold the person beside an id first, then the marts, the warehouse
-    (the person's ids and emails are looked up there and in the lake; its republish copies the marts) last.
-    The lake on object storage and the Iceberg tables (privacy/object_stores.py) are among them when set."""
-    from privacy.object_stores import object_stores
-
-    return [Inbox(data_dir), Reports(data_dir), Lake(data_dir), *object_stores(data_dir), Marts(data_dir),
-            Warehouse(data_dir)]

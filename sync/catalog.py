@@ -249,3 +249,7 @@ WEBHOOK_EVENTS = ResourceSpec(
     version=(),  # the run that settled the event last wins (applied after a retry, applied again after a lost mark)
     required=("id", "event", "received_at", "status", "run_id"),
 )
+
+# The current-state tables (one row per org and key, with their child tables) the analytics publish also
+# merges into Iceberg tables (resources/iceberg.py).
+ICEBERG_TABLES: tuple[ResourceSpec, ...] = (*CATALOG, KOL_DETAILS, CAMPAIGN_ENGAGEMENT, WEBHOOK_EVENTS)

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets.analytics import ICEBERG_TABLES
+from sync.catalog import ICEBERG_TABLES
 from resources.iceberg import ICEBERG_CASTS, IcebergResource
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV
 from resources.sql import sql_literal
