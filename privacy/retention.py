@@ -26,11 +26,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 
-import duckdb
 
 from commops_spec.timestamps import format_timestamp
 from privacy.object_stores import iceberg_tables, s3_lake
-from privacy.stores import REPORTS_DIR
+from privacy.stores import REPORTS_DIR, quiet_connect
 from resources.files import holding_lock
 from resources.lake import LAKE_DIR, STAGING_DIR
 from resources.marts import MartsResource
@@ -162,7 +161,7 @@ def _old_runs(data_dir: Path, cutoff: date) -> int:
     if not (data_dir / WAREHOUSE_FILE).exists():
         return 0
     with holding_lock(resource.lock_path):
-        with closing(duckdb.connect(str(resource.path))) as conn:
+        with closing(quiet_connect(str(resource.path))) as conn:
             if not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [RUNS_TABLE]).fetchone()[0]:
                 return 0
             count = conn.execute(f"DELETE FROM {RUNS_TABLE} WHERE reconciled_at < {sql_literal(cutoff.isoformat())}::DATE").fetchone()[0]
@@ -177,7 +176,7 @@ def _old_history(data_dir: Path, cutoff: date) -> int:
     if not marts.path.exists():
         return 0
     with holding_lock(WarehouseResource(data_dir=str(data_dir)).lock_path):
-        with closing(duckdb.connect(str(marts.path))) as conn:
+        with closing(quiet_connect(str(marts.path))) as conn:
             if not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [HISTORY_TABLE]).fetchone()[0]:
                 return 0
             count = conn.execute(f"DELETE FROM {HISTORY_TABLE} WHERE valid_to < {sql_literal(cutoff.isoformat())}::DATE").fetchone()[0]

@@ -58,8 +58,16 @@ class Finding:
     rows: int
 
 
+def quiet_connect(database: str = ":memory:", read_only: bool = False, **config: object) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection that draws no progress bar: DuckDB draws one on stdout for a query over 2 s,
+    even into a pipe or a cron log (the setting is per connection, not a connect option)."""
+    conn = duckdb.connect(database, read_only=read_only, config=config)
+    conn.execute("SET enable_progress_bar = false")
+    return conn
+
+
 def _duckdb() -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(config={"memory_limit": "256MB", "threads": 1})
+    return quiet_connect(memory_limit="256MB", threads=1)
 
 
 class Lake:
@@ -161,7 +169,7 @@ class Warehouse:
         found = []
         for store, path in ((self.name, self.resource.path), ("analytics", self.resource.analytics_path)):
             if path.exists():
-                with closing(duckdb.connect(str(path), read_only=True)) as conn:
+                with closing(quiet_connect(str(path), read_only=True)) as conn:
                     found += [Finding(store, f"{path.name}:{table}", rows)
                               for table, rows in _table_counts(conn, subject)]
         return found
@@ -194,7 +202,7 @@ class Marts:
         path = self.marts.path
         if not path.exists():
             return []
-        with closing(duckdb.connect(str(path), read_only=True)) as conn:
+        with closing(quiet_connect(str(path), read_only=True)) as conn:
             return [Finding(self.name, f"{path.name}:{table}", rows) for table, rows in _table_counts(conn, subject)]
 
     def erase(self, subject: Subject) -> list[Finding]:
