@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
+from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtProject, dbt_assets
 
 import marts as marts_package
+from assets.dbt_in_process import InProcessDbtCli
 
 from resources.files import holding_lock
 from resources.environ import variables_set
@@ -66,11 +67,11 @@ def _parse(project: DbtProject) -> None:
                            f"{lines[-1] if lines else 'exit ' + str(done.returncode)}")
 
 
-class MartsDbtCli(DbtCliResource):
-    """dagster-dbt's dbt resource without two start-up costs it pays on every run, each a dbt start of its
-    own: `dbt --version` in a subprocess (the venv's dbt is the pinned dbt-core: its version is the package's),
-    and a dbt adapter in this process, which serves only row-count and column-metadata fetches the marts do not
-    make."""
+class MartsDbtCli(InProcessDbtCli):
+    """dagster-dbt's dbt resource, the build run in the step's process (assets/dbt_in_process.py), without two
+    start-up costs dagster-dbt pays on every run, each a dbt start of its own: `dbt --version` in a subprocess
+    (the venv's dbt is the pinned dbt-core: its version is the package's), and a dbt adapter in this process,
+    which serves only row-count and column-metadata fetches the marts do not make."""
 
     @cached_property
     def _cli_version(self):  # type: ignore[override]
@@ -82,7 +83,7 @@ class MartsDbtCli(DbtCliResource):
         return None
 
 
-def dbt_cli(project: DbtProject) -> DbtCliResource:
+def dbt_cli(project: DbtProject) -> MartsDbtCli:
     return MartsDbtCli(project_dir=project, dbt_executable=DBT_EXECUTABLE)
 
 
@@ -134,16 +135,16 @@ MARTS_PROJECT = marts_project()
     name="marts",
     pool="warehouse",
 )
-def marts(context: dg.AssetExecutionContext, dbt: DbtCliResource, marts: MartsResource,
+def marts(context: dg.AssetExecutionContext, dbt: MartsDbtCli, marts: MartsResource,
           warehouse: WarehouseResource) -> Iterator[Any]:
     marts.start_build()
     args = ["build", "--target", "pipeline", "--exclude-resource-type", "unit_test"]
     with warehouse.locked(context.log), variables_set(marts.dbt_environment(warehouse.path)):
         # dbt's logs and artifacts in the data directory, one folder reused (its partial parse saves the start-up).
-        # dagster-dbt echoes dbt's log to stdout: kept off the commands' terminal; its summary goes to the run's log.
-        with contextlib.redirect_stdout(io.StringIO()) as echoed:
-            invocation = dbt.cli(args, context=context, raise_on_error=False, target_path=marts.dbt_target_path)
-            events = list(invocation.stream())
+        invocation = dbt.invoke(args, context=context, target_path=marts.dbt_target_path)
+    # dagster-dbt echoes dbt's log to stdout: kept off the commands' terminal; its summary goes to the run's log.
+    with contextlib.redirect_stdout(io.StringIO()) as echoed:
+        events = list(invocation.stream())
     marts.tighten()
     summary = _summary(echoed.getvalue())
     swapped_in = invocation.is_successful()

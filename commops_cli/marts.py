@@ -28,6 +28,16 @@ class MartsBuild:
     failed_checks: list[str]  # asset:check of every check that did not pass (WARN ones included)
     failure: str | None  # the run's failure, one line (None when it ran to its end)
 
+    @property
+    def outcome(self) -> str:
+        return marts_outcome(self.swapped_in)
+
+
+def marts_outcome(swapped_in: bool) -> str:
+    """What a marts build that ran to its end left analysts, in the words every command prints."""
+    return ("built and swapped in" if swapped_in else
+            "NOT swapped in (a failed ERROR test or model): analysts keep the last good marts")
+
 
 def run_marts_build(data_dir: str | os.PathLike[str] | None = None) -> MartsBuild:
     """Run `refresh_marts` in this process: every mart, then analytics.duckdb published."""
@@ -57,10 +67,7 @@ def build_and_report(command: str, data_dir: str | os.PathLike[str] | None = Non
         fail(command, str(error))
     if build.failure is not None:
         fail(command, f"the marts build failed: {build.failure}")
-    if build.swapped_in:
-        console.print(f"Marts built and published in analytics.duckdb: {', '.join(build.marts)}")
-    else:
-        console.print("Marts NOT swapped in (a failed ERROR test or model): analytics.duckdb keeps the last good marts")
+    console.print(f"Marts {build.outcome}: {', '.join(build.marts)}")
     for check in build.failed_checks:
         console.print(f"  check failed: {check}")
     return build

@@ -15,6 +15,7 @@ from rich.table import Table
 from assets.marts import MARTS_GROUP, SWAPPED_IN
 from commops_cli import exit_codes
 from commops_cli.command_checks import fail
+from commops_cli.marts import marts_outcome
 from commops_cli.processes import peak_rss_mb
 from commops_cli.run_deadline import Deadline, DeadlineExpired, Duration, describe, run_deadline
 from commops_cli.sync_run import BlockingChecksFailed, SyncError, run_sync
@@ -53,8 +54,7 @@ def print_summary(summary, console: Console) -> None:
     console.print(table)
     if marts:  # dbt's models: one line, not a row each with nothing the sync counts
         kept = any(a.metadata.get(SWAPPED_IN) is False for a in marts)
-        console.print(f"Marts: {len(marts)} dbt models " + ("built, but an ERROR test failed: analysts keep the last good "
-                                                              "marts" if kept else "built and swapped in"))
+        console.print(f"Marts: {len(marts)} dbt models {marts_outcome(not kept)}")
     if summary.failed_checks:
         console.print(f"[bold red]Failed checks:[/] {', '.join(summary.failed_checks)}")
     console.print(f"Lake (Parquet):  {summary.lake_path}/org={summary.org}/<resource>/snapshot_date={summary.snapshot_date}/",

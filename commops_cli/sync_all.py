@@ -91,9 +91,7 @@ def _build_marts(data_dir: Path, deadline: float | None) -> int:
     if build.failure is not None:
         click.echo(f"commops sync --all: the marts build failed: {build.failure}", err=True)
         return exit_codes.FAILED
-    click.echo("  marts: " + ("built and swapped in" if build.swapped_in else
-                              "NOT swapped in (a failed ERROR test): analysts keep the last good marts")
-               + "".join(f"; check failed: {check}" for check in build.failed_checks))
+    click.echo(f"  marts: {build.outcome}" + "".join(f"; check failed: {check}" for check in build.failed_checks))
     return exit_codes.LANDED
 
 

@@ -27,7 +27,8 @@ from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any
 
-from privacy.stores import Finding, _duckdb, _org_of, _predicate, _replace, parquet_rows_of, write_parquet_without
+from privacy.stores import (Finding, org_of_path, parquet_rows_of, replace_durably, scan_connect, subject_predicate,
+                            write_parquet_without)
 from privacy.subject import Subject
 from resources.lake import LAKE_URL_ENV, SNAPSHOT_FILE, LakeResource
 from resources.lake_s3 import COPY_CHUNK, S3Lake, SnapshotMoved
@@ -51,7 +52,7 @@ class S3LakeStore:
         """The committed snapshot folders (relative to the lake); given `org`, that organization's and the
         deployment's own (no org level)."""
         return [folder for folder, _ in self.lake.committed_snapshots()
-                if org is None or _org_of(Path(folder)) in (None, org)]
+                if org is None or org_of_path(Path(folder)) in (None, org)]
 
     def locate(self, subject: Subject) -> list[Finding]:
         return self._each_snapshot(subject, rewrite=False)
@@ -198,7 +199,7 @@ class IcebergTables:
         journal.parent.mkdir(mode=0o700, exist_ok=True)
         temp = journal.with_name(f".{journal.name}.{os.getpid()}")
         temp.write_text(json.dumps(sorted(orphaned)))
-        _replace(temp, journal)
+        replace_durably(temp, journal)
         table.maintenance.expire_snapshots().by_ids(sorted(expiring)).commit()
         self._finish_journal(table.refresh())
 
@@ -296,8 +297,8 @@ def _delete_rows(table: Any, subject: Subject, files: list[Path]) -> None:
     columns = [ORG_COLUMN, keys[name]] if name in keys else [
         f.name for f in table.schema().fields if isinstance(f.field_type, StringType)]
     relation = f"read_parquet([{', '.join(sql_literal(str(p)) for p in files)}], union_by_name = true)"
-    with closing(_duckdb()) as conn:
-        hit = _predicate(conn, relation, subject, org_column=ORG_COLUMN in columns)
+    with closing(scan_connect()) as conn:
+        hit = subject_predicate(conn, relation, subject, org_column=ORG_COLUMN in columns)
         rows = conn.execute(f"SELECT DISTINCT {', '.join(columns)} FROM {relation} t WHERE {hit}").fetchall()
     condition = AlwaysFalse()
     for row in rows:

@@ -66,7 +66,8 @@ def quiet_connect(database: str = ":memory:", read_only: bool = False, **config:
     return conn
 
 
-def _duckdb() -> duckdb.DuckDBPyConnection:
+def scan_connect() -> duckdb.DuckDBPyConnection:
+    """A small connection for scanning one file at a time."""
     return quiet_connect(memory_limit="256MB", threads=1)
 
 
@@ -84,7 +85,7 @@ class Lake:
             return []
         files = (p for p in self.root.rglob("*.parquet") if STAGING_DIR not in p.relative_to(self.root).parts)
         if org is not None:
-            files = (p for p in files if _org_of(p.relative_to(self.root)) in (None, org))
+            files = (p for p in files if org_of_path(p.relative_to(self.root)) in (None, org))
         return sorted(files)
 
     def locate(self, subject: Subject) -> list[Finding]:
@@ -109,21 +110,22 @@ def _file_rows(path: Path, subject: Subject, rewrite: bool) -> tuple[Path, int]:
 
 def parquet_rows_of(path: Path, subject: Subject) -> set[int]:
     """The row numbers of the person's rows in a local Parquet file."""
-    with closing(_duckdb()) as conn:
+    with closing(scan_connect()) as conn:
         relation = f"read_parquet({sql_literal(str(path))})"
-        hit = _predicate(conn, relation, subject)
+        hit = subject_predicate(conn, relation, subject)
         return {row[0] for row in conn.execute(
             f"SELECT file_row_number FROM read_parquet({sql_literal(str(path))}, file_row_number = true) t "
             f"WHERE {hit}").fetchall()}
 
 
-def _predicate(conn: duckdb.DuckDBPyConnection, relation: str, subject: Subject, org_column: bool = False) -> str:
+def subject_predicate(conn: duckdb.DuckDBPyConnection, relation: str, subject: Subject, org_column: bool = False) -> str:
     """The subject's condition over the text and nested columns of `relation` (aliased t)."""
     columns = [(row[0], row[1]) for row in conn.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
     return subject.duckdb_predicate("t", org_column=org_column, columns=columns)
 
 
-def _org_of(relative: Path) -> str | None:
+def org_of_path(relative: Path) -> str | None:
+    """The organization a lake path (relative to its root) belongs to; None for the deployment's own files."""
     first = relative.parts[0]
     return first.split("=", 1)[1] if first.startswith(f"{ORG_PARTITION}=") else None
 
@@ -133,7 +135,7 @@ def _rewrite_parquet_without(path: Path, drop: set[int]) -> None:
     temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.erasing")
     try:
         write_parquet_without(path, temp, drop)
-        _replace(temp, path)
+        replace_durably(temp, path)
     finally:
         temp.unlink(missing_ok=True)
 
@@ -220,18 +222,18 @@ def _rebuild_duckdb_without(path: Path, subject: Subject) -> None:
     ever held the person."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.erasing")
     try:
-        with closing(_duckdb()) as conn:
+        with closing(scan_connect()) as conn:
             conn.execute(f"ATTACH {sql_literal(str(path))} AS old (READ_ONLY)")
             conn.execute(f"ATTACH {sql_literal(str(temp))} AS new")
             conn.execute("COPY FROM DATABASE old TO new (SCHEMA)")
             for table, columns in _tables(conn, "old"):
-                hit = _predicate(conn, f"old.main.{_quote(table)}", subject, org_column="org" in columns)
+                hit = subject_predicate(conn, f"old.main.{_quote(table)}", subject, org_column="org" in columns)
                 conn.execute(f"INSERT INTO new.main.{_quote(table)} SELECT {_kept(table, columns, hit)} "
                              f"FROM old.main.{_quote(table)} t" + ("" if table == AUDIT_TABLE else f" WHERE NOT {hit}"))
             conn.execute("DETACH old")
             conn.execute("CHECKPOINT new")
             conn.execute("DETACH new")
-        _replace(temp, path)
+        replace_durably(temp, path)
     finally:
         temp.unlink(missing_ok=True)
         Path(f"{temp}.wal").unlink(missing_ok=True)
@@ -268,7 +270,7 @@ def _kept(table: str, columns: list[str], hit: str) -> str:
 def _table_counts(conn: duckdb.DuckDBPyConnection, subject: Subject) -> Iterator[tuple[str, int]]:
     database = conn.execute("SELECT current_database()").fetchone()[0]
     for table, columns in _tables(conn, database):
-        hit = _predicate(conn, f"main.{_quote(table)}", subject, org_column="org" in columns)
+        hit = subject_predicate(conn, f"main.{_quote(table)}", subject, org_column="org" in columns)
         rows = conn.execute(f"SELECT count(*) FROM main.{_quote(table)} t WHERE {hit}").fetchone()[0]
         if rows:
             yield table, int(rows)
@@ -357,7 +359,7 @@ def _rewrite_csv(path: Path, subject: Subject) -> None:
         for row in csv.reader(source):
             if not subject.matches("\x1f".join(row)):
                 writer.writerow(row)
-    _replace(temp, path)
+    replace_durably(temp, path)
 
 
 _TR = re.compile(r"<(/?)tr\b[^>]*>", re.IGNORECASE)
@@ -395,10 +397,11 @@ def _rewrite_html(path: Path, subject: Subject) -> None:
     kept.append(text[at:])
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.erasing")
     temp.write_text("".join(kept), encoding="utf-8")
-    _replace(temp, path)
+    replace_durably(temp, path)
 
 
-def _replace(temp: Path, path: Path) -> None:
+def replace_durably(temp: Path, path: Path) -> None:
+    """`temp` renamed over `path`, both synced to disk first and after."""
     with open(temp, "rb") as handle:
         os.fsync(handle.fileno())
     os.replace(temp, path)
