@@ -47,16 +47,17 @@ from sync.schemas import FETCHED_AT  # noqa: E402
 
 NIGHT_1, NIGHT_2 = "2026-11-01", "2026-11-02"
 CHILD = f"""
-import resource, sys, time
+import sys, time
 sys.path.insert(0, {str(ROOT)!r})
 import pipelines.definitions  # the code location, loaded in a run's process before its marts step
 from assets.dbt_in_process import run_dbt
+from benchmarks.memory import own_peak_rss_mb
 started = time.monotonic()
 result, lines = run_dbt(sys.argv[1:], {{}})
 seconds = time.monotonic() - started
 if not result.success:
     sys.exit("\\n".join(lines[-20:]))
-print(f"{{seconds}} {{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}}")
+print(f"{{seconds}} {{own_peak_rss_mb()}}")
 """
 
 
@@ -157,10 +158,10 @@ def build(data_dir: Path, marts_from: Path | None, *flags: str) -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=environment)
     if done.returncode != 0:
         sys.exit(f"dbt build failed: {done.stderr[-4000:]}")
-    seconds, rss_kb = done.stdout.split()
+    seconds, rss_mb = done.stdout.split()
     results = json.loads((target / "run_results.json").read_text())["results"]
     history = next(r["execution_time"] for r in results if r["unique_id"].endswith(".kol_history"))
-    return {"seconds": float(seconds), "rss_mb": int(rss_kb) / 1024, "kol_history_seconds": history,
+    return {"seconds": float(seconds), "rss_mb": float(rss_mb), "kol_history_seconds": history,
             "build_path": marts.build_path}
 
 

@@ -35,14 +35,18 @@ from resources.digest import DIGEST_COLUMN
 CHANGES_DIR = "changed"
 SNAPSHOT_ID = b"commops.snapshot_id"  # Arrow schema metadata key naming the snapshot a file was written as
 PREVIOUS_SNAPSHOT_ID = b"commops.previous_snapshot_id"  # a side file's: the snapshot its rows were compared with
+# A snapshot's, when it replaced a snapshot of the same date (a re-run of the day): the one it replaced. A reader
+# that read the day before sees it was written again, side file or not.
+REPLACES_SNAPSHOT_ID = b"commops.replaces_snapshot_id"
 
 
 def new_snapshot_id() -> str:
     return uuid.uuid4().hex
 
 
-def with_snapshot_id(schema: pa.Schema, snapshot_id: str) -> pa.Schema:
-    return schema.with_metadata({**(schema.metadata or {}), SNAPSHOT_ID: snapshot_id.encode()})
+def with_snapshot_id(schema: pa.Schema, snapshot_id: str, replaces: str | None = None) -> pa.Schema:
+    ids = {SNAPSHOT_ID: snapshot_id.encode(), **({REPLACES_SNAPSHOT_ID: replaces.encode()} if replaces else {})}
+    return schema.with_metadata({**(schema.metadata or {}), **ids})
 
 
 def snapshot_id_of(path: Path) -> str | None:

@@ -23,7 +23,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from resources.changed_rows import CHANGES_DIR, ChangedRows, changes_path, new_snapshot_id, with_snapshot_id
+from resources.changed_rows import (CHANGES_DIR, ChangedRows, changes_path, new_snapshot_id, snapshot_id_of,
+                                    with_snapshot_id)
 from resources.digest import DIGEST_COLUMN, DIGEST_FIELD, digest_sql
 from resources.files import fsync_dir, pid_alive
 from resources.lake_s3 import S3Lake
@@ -47,12 +48,13 @@ class StagedSnapshot:
     a small DuckDB connection (`conn`) for hashing, finishing and the checks that read it."""
 
     def __init__(self, staging: Path, schema: pa.Schema, *, key: str, newest_by: str, digest: tuple[str, ...] = (),
-                 previous: Path | None = None, sort: str | None = None):
+                 previous: Path | None = None, sort: str | None = None, replaces: str | None = None):
         self.staging = staging
         self.digest = digest
         self.rows_schema = schema  # the batches'
         self.snapshot_id = new_snapshot_id()
-        self.schema = with_snapshot_id(schema.append(DIGEST_FIELD) if digest else schema, self.snapshot_id)  # the file's
+        # the file's; `replaces`: the id of the same date's snapshot this one replaces (a re-run of the day)
+        self.schema = with_snapshot_id(schema.append(DIGEST_FIELD) if digest else schema, self.snapshot_id, replaces)
         self.key = key
         self.newest_by = newest_by
         self.path = staging / SNAPSHOT_FILE
@@ -212,7 +214,7 @@ class LakeResource(dg.ConfigurableResource):
         staging = self.new_staging_dir(org, resource, snapshot_date)
         previous = self.latest_snapshot_file(org, resource, snapshot_date) if sorted_by and publish else None
         staged = StagedSnapshot(staging, schema, key=key, newest_by=newest_by or key, digest=digest,
-                                previous=previous, sort=sorted_by)
+                                previous=previous, sort=sorted_by, replaces=_replaced_id(previous, snapshot_date))
         try:
             yield staged
         except BaseException:
@@ -350,6 +352,17 @@ class LakeResource(dg.ConfigurableResource):
     def _lock_file(self) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
         return self.root / ".publish.lock"
+
+
+def _replaced_id(previous: Path | None, snapshot_date: str) -> str | None:
+    """The id of the snapshot a re-run of `snapshot_date` replaces (`unknown` for a file without one or unreadable);
+    None when `previous` is an earlier date's."""
+    if previous is None or previous.parent.name != f"snapshot_date={snapshot_date}":
+        return None
+    try:
+        return snapshot_id_of(previous) or "unknown"
+    except (OSError, pa.ArrowInvalid):
+        return "unknown"
 
 
 def snapshot_folder(org: str | None, resource: str, snapshot_date: str) -> str:

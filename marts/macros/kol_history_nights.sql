@@ -22,7 +22,7 @@
   {% for row in files %}{% do paths.append("'" ~ row['file'] | replace("'", "''") ~ "'") %}{% endfor %}
   {% if paths %}
     {% for row in run_query("select file_name, key::varchar, value::varchar from parquet_kv_metadata([" ~ paths | join(', ')
-                            ~ "]) where key::varchar in ('commops.snapshot_id', 'commops.previous_snapshot_id')") %}
+                            ~ "]) where key::varchar in ('commops.snapshot_id', 'commops.previous_snapshot_id', 'commops.replaces_snapshot_id')") %}
       {% do ids.update({row[0] ~ '|' ~ row[1]: row[2]}) %}
     {% endfor %}
   {% endif %}
@@ -42,9 +42,11 @@
         and ids.get(before ~ '|commops.snapshot_id') is not none
         and ids.get(side ~ '|commops.snapshot_id') == snapshot_id
         and ids.get(side ~ '|commops.previous_snapshot_id') == ids.get(before ~ '|commops.snapshot_id')}) %}
-    {#- The night last read, written again since (a re-run compares with the same day's earlier file), is
-        read again; one written once (following the night before, or the first night) is not. -#}
-    {% do follows.update({key ~ '|once': follows[key] or (before is none and side is none)}) %}
+    {#- The night last read, written again since (a re-run compares with the same day's earlier file, and its
+        snapshot names the one it replaced), is read again; one written once (following the night before, or the
+        first night) is not. -#}
+    {% set replaced = ids.get(row['file'] ~ '|commops.replaces_snapshot_id') is not none %}
+    {% do follows.update({key ~ '|once': follows[key] or (before is none and side is none and not replaced)}) %}
     {% do previous.update({row['org']: row['file']}) %}
   {% endfor %}
   {% set nights = [] %}

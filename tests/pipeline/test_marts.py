@@ -290,17 +290,28 @@ def test_kol_history_built_night_by_night_from_the_changed_rows_equals_a_full_re
     nightly = tmp_path / "nightly.duckdb"
 
     _build_history(data_dir, nightly)
+    # Night 1 run again the same day, every KOL another tier: more than half changed, so no side file; the
+    # snapshot names the one it replaced, and the night is read again.
+    _write_night(data_dir, night_1, "SELECT * REPLACE (CASE WHEN tier = 'tier_1' THEN 'tier_2' ELSE 'tier_1' END AS tier) "
+                                    "FROM kols")
+    assert not (data_dir / "lake" / "org=default" / KOLS.name / f"snapshot_date={night_1}" / "changed").exists()
+    ran = _build_history(data_dir, nightly)
+    assert f"date '{night_1}'" in ran
+    assert query(nightly, "SELECT count(*) FROM kol_history WHERE tier IS DISTINCT FROM (SELECT tier FROM read_parquet("
+                 f"'{LakeResource(data_dir=str(data_dir)).snapshot_file('default', KOLS.name, night_1.isoformat())}') s "
+                 "WHERE s.id = kol_history.kol_id)")[0][0] == 0
     # Night 2: a tier change and an archival.
     _write_night(data_dir, night_2, f"SELECT * REPLACE (CASE WHEN id <> '{first}' THEN tier WHEN tier = 'tier_1' "
                                     f"THEN 'tier_2' ELSE 'tier_1' END AS tier, is_archived OR id = '{second}' AS is_archived) FROM kols")
     ran = _build_history(data_dir, nightly)
     assert f"snapshot_date={night_2}/changed/data.parquet" in ran  # the changed rows, not the whole snapshot
-    assert f"date '{night_1}'" not in ran  # nor night 1 again
     # Night 3: a KOL gone from the API, another moved; then the night run again, the re-run also moving a third
     # (its side file, compared with the first run's, lacks the second move: it must not stand for the night).
     _write_night(data_dir, night_3, f"SELECT * REPLACE (CASE WHEN id = '{fourth}' THEN 'Elsewhere' ELSE institution "
                                     f"END AS institution) FROM kols WHERE id <> '{third}'")
-    _build_history(data_dir, nightly)
+    ran = _build_history(data_dir, nightly)
+    assert f"snapshot_date={night_3}/changed/data.parquet" in ran
+    assert f"date '{night_2}'" not in ran  # a night read once, written once, is not read again
     _write_night(data_dir, night_3, f"SELECT * REPLACE (CASE WHEN id = '{first}' THEN 'Moved' ELSE institution "
                                     f"END AS institution) FROM kols")
     ran = _build_history(data_dir, nightly)
