@@ -11,6 +11,7 @@ and subset selection are dagster-dbt's own.
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -78,10 +79,13 @@ def run_dbt(command: Sequence[str], variables: dict[str, str]) -> tuple[Any, lis
     from dbt_common.events.functions import msg_to_json
 
     lines: list[str] = []
+    errors = 0
 
     def collect(message) -> None:
+        nonlocal errors
         if message.info.level != "debug":
             lines.append(msg_to_json(message))
+            errors += message.info.level == "error"
 
     with variables_set(variables):
         try:
@@ -90,7 +94,7 @@ def run_dbt(command: Sequence[str], variables: dict[str, str]) -> tuple[Any, lis
             _close_duckdb()
     if result.exception is not None and not isinstance(result.exception, Exception):
         raise result.exception
-    if result.exception is not None:
+    if result.exception is not None and not errors:
         lines.append(_error_line(result.exception))
     return result, lines
 
@@ -117,7 +121,5 @@ def _close_duckdb() -> None:
 
 def _error_line(error: Exception) -> str:
     """A dbt error that ended the command before any event said it, as the JSON line dbt logs an error with."""
-    import json
-
     return json.dumps({"info": {"level": "error", "name": "MainEncounteredError", "msg": str(error).strip()},
                        "data": {}})

@@ -163,7 +163,10 @@ def _summary(log: str) -> str:
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in log.splitlines()]
     lines = [line for line in lines if line]
     failures = [line for line in lines if line.startswith(("Failure in", "Error in", "Database Error", "Compilation Error"))]
-    done = next((line for line in reversed(lines) if line.startswith("Done.")), "dbt gave no summary")
+    done = next((line for line in reversed(lines) if line.startswith("Done.")), None)
+    if done is None:  # dbt stopped before its nodes (a project or profile error): the lines after it say why
+        said = [i for i, line in enumerate(lines) if line.startswith("Encountered an error")]
+        done = " ".join(lines[said[-1] + 1:said[-1] + 3]) if said else (lines[-1] if lines else "dbt said nothing")
     return "; ".join([done, *failures[:10]])
 
 

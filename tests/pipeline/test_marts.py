@@ -4,6 +4,7 @@ service says; a build whose ERROR test fails keeps the last good marts; dbt's un
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -326,3 +327,15 @@ def test_kol_history_built_night_by_night_from_the_changed_rows_equals_a_full_re
         (first, "changed"), (second, "archived"), (third, "gone"), (fourth, "changed")}
     assert [(kol_id, valid_from) for kol_id, _, institution, valid_from, *_ in rows
             if institution in ("Elsewhere", "Moved")] == sorted([(first, night_3), (fourth, night_3)])
+
+
+def test_a_dbt_stopped_before_its_models_is_told_in_one_line_naming_the_cause():
+    from assets.dbt_in_process import run_dbt
+    from assets.marts import MARTS_PROJECT_DIR, _summary
+
+    result, lines = run_dbt(["build", "--target", "no_such_target", "--project-dir", str(MARTS_PROJECT_DIR),
+                             "--profiles-dir", str(MARTS_PROJECT_DIR)], {})
+    echoed = "\n".join(json.loads(line)["info"]["msg"] for line in lines)  # what dagster-dbt echoes of them
+    assert not result.success
+    summary = _summary(echoed)
+    assert "no_such_target" in summary and "\n" not in summary
