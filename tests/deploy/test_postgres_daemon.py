@@ -36,9 +36,10 @@ def test_the_nightly_job_launched_on_the_deployment_runs_in_its_own_process_land
 def test_the_daemons_webhook_sensor_applies_a_delivered_event(deployment: Deployment) -> None:
     stack = deployment.stack
     kol = stack.change(lambda conn, org: new_kol(conn, org, "Ivy Postgres"))
-    # Generous waits: on a loaded host the run may queue behind the marts refresh the nightly's tables asked for
-    # (it holds the warehouse's writer lock), and a run process takes seconds to start. The latency itself is
-    # measured by benchmarks/webhook_latency.py.
+    # Generous waits: on a loaded host the run may queue behind a marts refresh, which holds the warehouse's writer
+    # lock (marts_refresh_sensor starts one at once after a webhook run when the marts were never built, as on a
+    # worker whose deployment did not run this module's nightly), and a run process takes seconds to start. The
+    # latency itself is measured by benchmarks/webhook_latency.py.
     wait_until(lambda: full_name(stack, kol["id"]), timeout=180, interval=0.25, what="the event's KOL in analytics.duckdb")
     runs = wait_until(lambda: finished_apply_runs(deployment), timeout=120, interval=0.25, what="the apply run to finish")
     assert [run.status for run in runs] == [dg.DagsterRunStatus.SUCCESS]
