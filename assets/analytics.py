@@ -38,7 +38,7 @@ def build_analytics_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
             except Exception as error:  # noqa: BLE001 (the night's data is published all the same)
                 context.log.warning(f"sync health not recorded for this run: {str(error).splitlines()[0] if str(error) else error!r}")
         path = warehouse.publish_analytics(context.log)
-        context.log.info(f"Published {path} for analysts")
+        context.log.info(f"Published {path} for analysts ({warehouse.last_publish})")
         started = time.monotonic()
         published = iceberg.publish(path, ICEBERG_TABLES, context.log)
         iceberg_metadata = {
@@ -48,6 +48,7 @@ def build_analytics_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
             metadata={
                 "path": dg.MetadataValue.path(str(path)),
                 "size_mb": dg.MetadataValue.float(round(path.stat().st_size / 1e6, 2)),
+                "copied": warehouse.last_publish,
                 **iceberg_metadata,
             }
         )

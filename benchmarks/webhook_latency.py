@@ -1,17 +1,21 @@
 """Event-to-queryable latency: a change made in the service → the new value visible in analytics.duckdb.
 
-    .venv/bin/python benchmarks/webhook_latency.py [--changes 20] [--interval 3] [--kols 2000]
+    .venv/bin/python benchmarks/webhook_latency.py [--changes 15] [--interval 3] [--kols 2000] [--appliers sensor,follower]
 
-Starts, each on loopback: the service (seeded with `--kols` KOLs, its webhook delivery worker on),
-the receiver (registered for every event), and `dagster-daemon run` on the repo's code location
-(workspace.yaml) with a temporary DAGSTER_HOME holding the repo's dagster.yaml: the daemon runs
-webhook_events_sensor (5 s minimum interval) and launches apply_webhook_events runs exactly as
-`dagster dev` does. A nightly sync (in-process) loads the warehouse first.
+Starts, each on loopback, the deployment of docs/deploy.md on one host: the service (seeded with `--kols`
+KOLs, its webhook delivery worker on), the receiver (registered for every event), a Postgres server holding
+Dagster's storage, and deploy/Procfile's `code` (the code-location server) and `daemon` processes with
+deploy/dagster.yaml unchanged (the queued run coordinator, the default run launcher: a process per run). A
+nightly sync, recorded in the same instance, loads the warehouse and builds the marts first.
 
-Then `--changes` tier changes are made through the service's store (one KOL each, `--interval` s
-apart, with jitter so changes do not line up with sensor ticks); a poller opens analytics.duckdb
-read-only every 0.2 s and records when each KOL's new tier is visible. Prints every latency and
-p50/p95/max.
+Then, for each applier in turn, back to back: `--changes` tier changes are made through the service's store
+(one KOL each, `--interval` s apart, with jitter so changes do not line up with sensor ticks); a poller opens
+analytics.duckdb read-only every 0.1 s and records when each KOL's new tier is visible.
+- `sensor`: webhook_events_sensor (5 s minimum interval) requests an apply_webhook_events run per batch;
+  the daemon dequeues it, the code server starts its process.
+- `follower`: deploy/Procfile's `applier` (`commops events follow`) runs each batch in its own process
+  as soon as the event is in the inbox; the sensor stands down.
+Prints every latency, and p50/p95/max per applier.
 """
 
 from __future__ import annotations
@@ -24,7 +28,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -33,12 +41,16 @@ import duckdb  # noqa: E402
 
 from commops_spec.constants import EVENTS, KOL_TIERS  # noqa: E402
 from http_serving.sockets import free_port  # noqa: E402
-from commops_cli.daemon_process import running_daemon  # noqa: E402
+from commops_cli.daemon_process import running_process  # noqa: E402
 from commops_cli.sync_run import run_sync  # noqa: E402
 from webhooks.subscriptions import Subscriptions  # noqa: E402
 from service.local import LocalService, create_local_service  # noqa: E402
 from webhooks.receiver.server import ReceiverServer  # noqa: E402
 from webhooks.receiver.settings import ReceiverSettings  # noqa: E402
+from tests.deploy.conftest import deploy_config, deployment_env, procfile_command, wait_for_code_server  # noqa: E402
+from tests.postgres import running_postgres  # noqa: E402
+
+APPLIERS = ("sensor", "follower")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -48,15 +60,21 @@ def percentile(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--changes", type=int, default=15)
     parser.add_argument("--interval", type=float, default=3.0, help="seconds between changes (±30%% jitter)")
     parser.add_argument("--kols", type=int, default=2000)
     parser.add_argument("--timeout", type=float, default=120.0, help="give up on a change after this many seconds")
+    parser.add_argument("--appliers", default=",".join(APPLIERS), help=f"comma-separated, in order: {', '.join(APPLIERS)}")
     args = parser.parse_args()
-    print("command:", " ".join([os.path.relpath(sys.executable), *sys.argv]))
+    appliers = [name.strip() for name in args.appliers.split(",") if name.strip()]
+    if not appliers or set(appliers) - set(APPLIERS):
+        parser.error(f"--appliers takes {', '.join(APPLIERS)}")
+    print("command:", " ".join([os.path.relpath(sys.executable), *sys.argv]), flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="webhook-latency-") as tmp:
+    results: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="webhook-latency-") as tmp, running_postgres(durable=True) as postgres:
         root = Path(tmp)
+        started = time.monotonic()
         service = create_local_service(
             root / "service.db", org_name="Benchmark Medical Devices", kols=args.kols, products=20, start=True,
             # rate limits off, and a 1 s window so the (still counted) X-RateLimit-Remaining never slows the
@@ -65,36 +83,64 @@ def main() -> None:
             settings={"rate_limits_enabled": False, "rate_window_seconds": 1, "webhook_allow_private": True,
                       "webhook_smtp_port": free_port()},
         )
+        print(f"service seeded with {args.kols} KOLs: {time.monotonic() - started:.1f} s", flush=True)
         base_url = service.server.base_url
         data_dir = root / "data"
         receiver = ReceiverServer(ReceiverSettings(webhook_secrets="", data_dir=data_dir)).start()
-        env = {"COMMOPS_BASE_URL": base_url, "COMMOPS_API_KEY": service.api_key, "COMMOPS_DATA_DIR": str(data_dir)}
-        os.environ["COMMOPS_API_KEY"] = service.api_key  # the in-process sync's resource reads it (a dg.EnvVar)
+        home = root / "dagster_home"
+        home.mkdir(mode=0o700)
+        (home / "dagster.yaml").write_text(yaml.safe_dump(deploy_config({}), sort_keys=False))
+        env = deployment_env(home, free_port(), postgres.create_database("dagster"))
+        code_env = {**env, "COMMOPS_BASE_URL": base_url, "COMMOPS_API_KEY": service.api_key, "COMMOPS_DATA_DIR": str(data_dir)}
+        os.environ.update({key: code_env[key] for key in ("COMMOPS_API_KEY", "DAGSTER_POSTGRES_URL")})
         try:
             started = time.monotonic()
-            run_sync(base_url=base_url, data_dir=data_dir, progress=False, enrich_details_limit=0,
-                     instance=dg.DagsterInstance.ephemeral())
-            print(f"nightly sync of {args.kols} KOLs: {time.monotonic() - started:.1f} s")
+            with dg.DagsterInstance.from_config(str(home)) as instance:  # the deployment's: its marts are built
+                run_sync(base_url=base_url, data_dir=data_dir, progress=False, enrich_details_limit=0, instance=instance)
+            print(f"nightly sync of {args.kols} KOLs: {time.monotonic() - started:.1f} s", flush=True)
             with Subscriptions(base_url, service.api_key) as subscriptions:
                 subscriptions.register(receiver.url, list(EVENTS), receiver.settings.secrets_file)
-            with running_daemon(root / "dagster_home", env, root / "daemon.log"):
-                latencies = measure(service, data_dir / "analytics.duckdb", args)
+            log = root / "code_server.log"
+            with running_process(procfile_command("code", code_env), code_env, log) as code_server:
+                wait_for_code_server(code_server, log)
+                with running_process(procfile_command("daemon", env), env, root / "daemon.log"):
+                    for number, applier in enumerate(appliers):
+                        print(f"== {applier} ==", flush=True)
+                        with _applier(applier, code_env, root):
+                            results[applier] = measure(service, data_dir / "analytics.duckdb", args, skip=number * args.changes)
         finally:
             receiver.stop()
             service.server.stop()
 
-    if latencies:
-        print(
-            f"{len(latencies)} of {args.changes} changes visible: p50 {statistics.median(latencies):.1f} s, "
-            f"p95 {percentile(latencies, 0.95):.1f} s, max {max(latencies):.1f} s"
-        )
+    for applier, latencies in results.items():
+        if latencies:
+            print(f"{applier}: {len(latencies)} of {args.changes} changes visible: p50 {statistics.median(latencies):.1f} s, "
+                  f"p95 {percentile(latencies, 0.95):.1f} s, max {max(latencies):.1f} s")
 
 
-def measure(service: LocalService, analytics: Path, args) -> list[float]:
+@contextmanager
+def _applier(name: str, env: dict[str, str], root: Path) -> Iterator[None]:
+    """For `follower`, the follower's process, given a sensor tick to take over; nothing more for `sensor`."""
+    if name == "sensor":
+        yield
+        return
+    log = root / "applier.log"
+    with running_process(procfile_command("applier", env), env, log) as process:
+        deadline = time.monotonic() + 60
+        while "applying events as they arrive" not in log.read_text(errors="replace"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the follower did not start:\n{log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.2)
+        time.sleep(6)  # the sensor's next tick sees the beat and stands down
+        yield
+
+
+def measure(service: LocalService, analytics: Path, args, skip: int = 0) -> list[float]:
     from service.store import db, kols
 
     conn = db.connect(service.db_path)
-    ids = [row[0] for row in conn.execute("SELECT id FROM kols WHERE is_archived = 0 ORDER BY id LIMIT ?", (args.changes,))]
+    ids = [row[0] for row in conn.execute("SELECT id FROM kols WHERE is_archived = 0 ORDER BY id LIMIT ? OFFSET ?",
+                                       (args.changes, skip))]
     expected: dict[str, tuple[str, float]] = {}  # kol id -> (new tier, time of the commit)
     seen: dict[str, float] = {}
     lock = threading.Lock()
@@ -119,7 +165,7 @@ def measure(service: LocalService, analytics: Path, args) -> list[float]:
                     for kol_id, (tier, _) in waiting.items():
                         if rows.get(kol_id) == tier:
                             seen[kol_id] = now
-            time.sleep(0.2)
+            time.sleep(0.1)
 
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()

@@ -1,10 +1,13 @@
 """`commops events apply`: the incremental job, in this process, until no event is ready (for shells
-and cron jobs without the Dagster daemon); `commops events status`: the inbox's counts and the events
+and cron jobs without the Dagster daemon); `commops events follow`: the same as events arrive, until
+stopped (commops_cli/events_follow.py); `commops events status`: the inbox's counts and the events
 set aside; `commops events retry`: quarantined or failing events back to pending."""
 
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -14,12 +17,13 @@ import dagster as dg
 from assets.webhooks import BATCH_LIMIT, WEBHOOK_EVENTS_KEY, ApplyResult, run_config
 from webhooks.organizations import route_events, unknown_organization
 from commops_cli.command_checks import fail, prepare_data_dir
+from commops_cli.events_follow import POLL_SECONDS, follow
 from commops_cli.in_process import job_runner
 from pipelines.definitions import build_resources
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from resources.webhooks import InboxResource
 from resources.orgs import DEFAULT_ORG, OrgsResource
-from resources.settings import API_KEY_ENV, SettingsError, load_settings
+from resources.settings import API_KEY_ENV, Settings, SettingsError, load_settings
 from resources.inbox import Inbox, InboxUnreachable
 
 LISTED = 100  # events listed per state by `status`
@@ -47,6 +51,16 @@ class ApplySummary:
             self.rows_written.update(run.rows_written)
 
 
+def apply_setup(base_url: str | None, data_dir: str | None, api_key_env: str) -> tuple[Settings, dict]:
+    """The settings and resources of in-process apply runs; ApplyError when the data directory is not writable."""
+    settings = load_settings(base_url=base_url, data_dir=data_dir)
+    try:
+        prepare_data_dir(settings)
+    except OSError as error:
+        raise ApplyError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
+    return settings, build_resources(settings, api_key_env=api_key_env)
+
+
 def run_apply(
     base_url: str | None = None,
     data_dir: str | None = None,
@@ -57,12 +71,7 @@ def run_apply(
     """Run apply_webhook_events in-process, batch after batch and organization by organization (explicit
     event ids, as the sensor gives them), until no event is ready; events of no registered organization
     are quarantined; ApplyError when a run fails."""
-    settings = load_settings(base_url=base_url, data_dir=data_dir)
-    try:
-        prepare_data_dir(settings)
-    except OSError as error:
-        raise ApplyError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
-    resources = build_resources(settings, api_key_env=api_key_env)
+    settings, resources = apply_setup(base_url, data_dir, api_key_env)
     inbox: InboxResource = resources["inbox"]
     orgs: OrgsResource = resources["orgs"]
     summary = ApplySummary()
@@ -132,6 +141,34 @@ def _inbox(command: str, data_dir: str | None) -> Inbox:
         return InboxResource(data_dir=str(settings.data_dir), max_attempts=settings.events_max_attempts).open()
     except (SettingsError, InboxUnreachable) as error:
         fail(command, str(error))
+
+
+@events.command("follow")
+@click.option("--base-url", help="Service address including /v1 (default: $COMMOPS_BASE_URL).")
+@click.option("--api-key-env", default=API_KEY_ENV, show_default=True, help="Environment variable holding the API key.")
+@click.option("--data-dir", help="Data directory of the inbox and the warehouse (default: $COMMOPS_DATA_DIR or ./data).")
+@click.option("--batch", "limit", type=click.IntRange(min=1), default=BATCH_LIMIT, show_default=True, help="Events per run at most.")
+@click.option("--poll-seconds", type=click.FloatRange(min=0.05), default=POLL_SECONDS, show_default=True,
+              help="How often the inbox is asked whether an event is ready.")
+def follow_events(base_url, api_key_env, data_dir, limit, poll_seconds) -> None:
+    """Apply events as they arrive, in this process, until stopped (SIGTERM or Ctrl-C ends it after the run in
+    progress). Each batch is an apply_webhook_events run in the Dagster instance ($DAGSTER_HOME); the sensor
+    stands down while this runs."""
+    try:
+        settings, resources = apply_setup(base_url, data_dir, api_key_env)
+    except (SettingsError, ApplyError) as error:
+        fail("events follow", str(error))
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+
+    def say(line: str) -> None:
+        click.echo(f"commops events follow: {line}", err=True)
+
+    with job_runner(settings, resources) as runner:
+        say(f"applying events as they arrive from the inbox {resources['inbox'].where}; stop with Ctrl-C")
+        follow(runner, resources, stop, say, limit=limit, poll_seconds=poll_seconds)
+    say("stopped")
 
 
 @events.command("status")

@@ -16,6 +16,10 @@ Pending means ready: an event waiting after a failure (`retry_after`) or quarant
 `webhook_events_failure_sensor` counts a failed run of the job against its events, a crashed one
 included (pipelines/hooks.py).
 
+The sensor stands down while `commops events follow` runs (webhooks/follower.py): the follower applies
+events as they arrive, in its own process; when its beat stops, the sensor fails the runs it left
+unfinished and takes over.
+
 default_status RUNNING: with the receiver running, events reach analytics.duckdb within seconds
 as soon as `dagster dev` or the daemon runs; stop the sensor in the UI to apply them only with
 `commops events apply`.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 
 import dagster as dg
 
@@ -33,6 +38,7 @@ from alerts.status import TABLES
 from alerts.watch import review_freshness, review_inbox, review_run
 from assets.partitions import ORGS
 from assets.webhooks import APPLY_STEP, BATCH_LIMIT, event_ids_of, run_config
+from webhooks.follower import Watch, fail_runs_of_gone_followers, read_beat, write_beat
 from webhooks.organizations import route_events, unknown_organization
 from pipelines.hooks import count_failure
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS, apply_webhook_events
@@ -102,9 +108,21 @@ def partitions_to_add(instance: dg.DagsterInstance, names: list[str]) -> list[dg
     "in-flight run; quarantines events of no registered organization.",
 )
 def webhook_events_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource, orgs: OrgsResource) -> dg.SensorResult:
+    previous = json.loads(context.cursor) if context.cursor else {}
+    beat = read_beat(context.instance)
+    following, watch = Watch.from_dict(previous.get("follower")).observe(beat, time.time())
+    if following:
+        return dg.SensorResult(skip_reason=f"the events follower {beat.follower} applies them (commops events follow)",
+                               cursor=json.dumps({"follower": watch.as_dict()}, sort_keys=True))
+    if beat is not None:  # once: the beat is cleared, and comes back only if the follower does
+        failed = fail_runs_of_gone_followers(context.instance, APPLY_WEBHOOK_EVENTS, live=None)
+        write_beat(context.instance, None)
+        context.log.warning(f"the events follower {beat.follower} stopped beating: the sensor applies the events"
+                            + (f"; {len(failed)} run(s) it left unfinished marked failed" if failed else ""))
     known = orgs.all()
     requests, figures = next_requests(context.instance, inbox, known)
-    cursor = json.dumps(figures, sort_keys=True)  # observability only: the inbox decides what is pending
+    # observability only: the inbox decides what is pending
+    cursor = json.dumps({**figures, "follower": watch.as_dict()}, sort_keys=True)
     if not requests:
         reason = "no pending events" if not figures["in_flight"] else f"{figures['in_flight']} event(s) in flight"
         return dg.SensorResult(skip_reason=reason, cursor=cursor)

@@ -33,6 +33,7 @@ from resources.digest import DIGEST_COLUMN, DIGEST_COMMENT, content_fields, dige
 from resources.files import holding_lock, pid_alive
 from resources.marts import MARTS_FILE, copy_marts_into
 from resources.orgs import DEFAULT_ORG
+from resources.published_changes import FileState, NotInStep, Touched, Write, apply_touched, in_step, record_source, sidecar
 from resources.sql import sql_literal
 
 WAREHOUSE_FILE = "warehouse.duckdb"
@@ -127,8 +128,9 @@ class MergeCounts:
 class WarehouseSession:
     """An open read-write connection with the warehouse's write operations. `conn` is there for reads."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection):
+    def __init__(self, conn: duckdb.DuckDBPyConnection, touched: list[Touched] | None = None):
         self.conn = conn
+        self.touched = touched  # when given, every merge adds the keys it met (resources/published_changes.py)
         self.read_from_changes: int | None = None  # rows the last merge read whole from a side file, if it had one
         self.merge_counts: MergeCounts | None = None  # what the last merge wrote
 
@@ -273,6 +275,9 @@ class WarehouseSession:
             conn.execute("ROLLBACK")
             raise
         self.merge_counts = counts
+        if self.touched is not None:
+            keys = conn.sql(f"SELECT DISTINCT {key} FROM {source_relation}").to_arrow_table().column(0)
+            self.touched.append(Touched(spec.table, key, tuple((c.name, c.parent_key) for c in spec.children), org, keys))
         return int(count)
 
     def _written_from_changes(self, spec: TableSpec, incoming: str, changed: str) -> str:
@@ -508,6 +513,8 @@ class WarehouseResource(dg.ConfigurableResource):
     # against 0.19 s at this size (docs/pipeline.md#row-groups).
     row_group_size: int = 32_768
     _background: BackgroundWriter | None = PrivateAttr(default=None)  # the run's (setup_for_execution)
+    _writes: list[Write] = PrivateAttr(default_factory=list)  # this resource's writer sessions since its last publish
+    _last_publish: str = PrivateAttr(default="")
 
     @property
     def path(self) -> Path:
@@ -558,66 +565,101 @@ class WarehouseResource(dg.ConfigurableResource):
                 temp.unlink(missing_ok=True)
 
     @contextmanager
-    def writer(self, log: Any = None, *, threads: int | None = None,
-               memory_limit: str | None = None) -> Iterator[WarehouseSession]:
+    def writer(self, log: Any = None, *, threads: int | None = None, memory_limit: str | None = None,
+               track: bool = False) -> Iterator[WarehouseSession]:
         """Exclusive read-write session; the file is checkpointed and closed when it ends. `threads` and
-        `memory_limit` replace the resource's for this session (the reconciliation's)."""
+        `memory_limit` replace the resource's for this session (the reconciliation's). `track`: the session
+        records the keys its merges meet, so the next publish may copy only those rows."""
         Path(self.data_dir).mkdir(parents=True, exist_ok=True)
         with self._exclusive_lock(log):
+            write = Write(FileState.of(self.path), touched=[] if track else None)
             conn = self._connect(threads=threads, memory_limit=memory_limit)
             try:
-                yield WarehouseSession(conn)
+                yield WarehouseSession(conn, write.touched)
                 conn.execute("CHECKPOINT")
             finally:
                 conn.close()
+                write.after = FileState.of(self.path)
+                self._writes.append(write)
 
     def publish_analytics(self, log: Any = None) -> Path:
         """Copy the warehouse to analytics.duckdb atomically (under the writer lock, so no write is
         half in the copy), with the last good marts' tables added (resources/marts.py). An analyst holding
-        the old analytics.duckdb keeps reading the old inode undisturbed; a new connection opens the new file."""
+        the old analytics.duckdb keeps reading the old inode undisturbed; a new connection opens the new file.
+
+        When this resource's writes since the last publish all recorded what they touched, and nothing else
+        changed the warehouse or the marts since, the published copy with those rows replaced is the same
+        file for less: that is what is copied (resources/published_changes.py). `last_publish` says which."""
+        writes, self._writes = self._writes, []
+
         def copy(temp: Path) -> None:
+            if in_step(self.analytics_path, writes, FileState.of(self.path), FileState.of(self._marts_path)):
+                try:
+                    self._copy_published(temp, lambda conn: apply_touched(conn, WAREHOUSE_DATABASE, writes))
+                    touched = {t.table for write in writes for t in write.touched or ()}
+                    self._last_publish = f"changed rows of {len(touched)} table(s)"
+                    return
+                except NotInStep as table:
+                    _info(log, f"analytics.duckdb lacks the warehouse's {table} as it stands: publishing the whole copy")
+                    temp.unlink(missing_ok=True)
             if not self.path.exists():  # nothing written yet: publish an empty warehouse
                 self._connect().close()
             shutil.copyfile(self.path, temp)
             self._add_marts(temp)
+            self._last_publish = "whole warehouse"
 
-        self._replace_published(copy, log)
+        self._replace_published(copy, log, record=True)
         return self.analytics_path
+
+    @property
+    def last_publish(self) -> str:
+        """What this resource's last publish copied: the whole warehouse, or the rows its writes changed."""
+        return self._last_publish
+
+    @property
+    def _marts_path(self) -> Path:
+        return Path(self.data_dir) / MARTS_FILE
 
     def amend_published(self, amend: Callable[[duckdb.DuckDBPyConnection], None], log: Any = None) -> bool:
         """analytics.duckdb as published, changed by `amend` (given a connection to a copy of it, the warehouse
         attached read-only as `warehouse`) and replaced atomically under the writer lock, like a publish: for
         what must reach analysts without publishing the warehouse as it stands. False when nothing is published."""
-        def copy(temp: Path) -> None:
-            shutil.copyfile(self.analytics_path, temp)
-            conn = duckdb.connect(str(temp), config={"memory_limit": self.memory_limit, "threads": self.threads})
-            try:
-                conn.execute(f"ATTACH {sql_literal(str(self.path))} AS {WAREHOUSE_DATABASE} (READ_ONLY)")
-                amend(conn)
-                conn.execute(f"DETACH {WAREHOUSE_DATABASE}")
-                conn.execute("CHECKPOINT")
-            finally:
-                conn.close()
-
         if not self.analytics_path.exists():
             return False
-        self._replace_published(copy, log)
+        self._replace_published(lambda temp: self._copy_published(temp, amend), log, record=False)
         return True
 
-    def _replace_published(self, write: Callable[[Path], None], log: Any) -> None:
-        """analytics.duckdb replaced by the file `write` makes at a temporary path, under the writer lock."""
+    def _copy_published(self, temp: Path, amend: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
+        """At `temp`, analytics.duckdb as published, changed by `amend` (the warehouse attached read-only)."""
+        shutil.copyfile(self.analytics_path, temp)
+        conn = duckdb.connect(str(temp), config={"memory_limit": self.memory_limit, "threads": self.threads})
+        try:
+            conn.execute(f"ATTACH {sql_literal(str(self.path))} AS {WAREHOUSE_DATABASE} (READ_ONLY)")
+            amend(conn)
+            conn.execute(f"DETACH {WAREHOUSE_DATABASE}")
+            conn.execute("CHECKPOINT")
+        finally:
+            conn.close()
+
+    def _replace_published(self, write: Callable[[Path], None], log: Any, *, record: bool) -> None:
+        """analytics.duckdb replaced by the file `write` makes at a temporary path, under the writer lock.
+        `record`: the new copy is the warehouse and the marts as they stand, and says so beside it (else the
+        record is removed: the next publish copies the whole warehouse)."""
         temp = self.analytics_path.with_name(f".{ANALYTICS_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
         with self._exclusive_lock(log):
             try:
                 write(temp)
                 with open(temp, "rb") as handle:
                     os.fsync(handle.fileno())
+                sidecar(self.analytics_path).unlink(missing_ok=True)
                 os.replace(temp, self.analytics_path)
+                if record:
+                    record_source(self.analytics_path, FileState.of(self.path), FileState.of(self._marts_path))
             finally:
                 temp.unlink(missing_ok=True)
 
     def _add_marts(self, copy: Path) -> None:
-        marts = Path(self.data_dir) / MARTS_FILE
+        marts = self._marts_path
         if not marts.exists():
             return
         conn = duckdb.connect(str(copy), config={"memory_limit": self.memory_limit, "threads": self.threads})

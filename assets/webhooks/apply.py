@@ -147,7 +147,7 @@ def webhook_events(
 
     rows = event_rows(events, plan, settled, run_id)
     engagement = [p.engagement for p in settled.applied if p.engagement is not None]
-    with warehouse.writer(context.log) as session:
+    with warehouse.writer(context.log, track=True) as session:  # the publish may copy only what it touched
         rows, engagement = _still_held(inbox, run_id, events, rows, engagement, context.log)
         rows += set_aside_rows(unrecorded_quarantine(session, set_aside, org), run_id)
         unreadable: Counter[str] = Counter({"event data": plan.unreadable} if plan.unreadable else {})
