@@ -19,7 +19,6 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -119,15 +118,17 @@ def apply_touched(conn: duckdb.DuckDBPyConnection, database: str, writes: list[W
 
 
 def _replace_rows(conn: duckdb.DuckDBPyConnection, database: str, table: str, key: str, org: str) -> None:
-    if _columns(conn, "main", table, None) != _columns(conn, "main", table, database):
+    if not _same_columns(conn, database, table):
         raise NotInStep(table)
     where = f"org = {sql_literal(org)} AND {key} IN (SELECT k FROM {KEYS_VIEW})"
     conn.execute(f"DELETE FROM main.{table} WHERE {where}")
     conn.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM {database}.main.{table} WHERE {where}")
 
 
-def _columns(conn: duckdb.DuckDBPyConnection, schema: str, table: str, database: str | None) -> list[Any]:
-    where_database = "database_name = ?" if database else "database_name = current_database()"
-    return conn.execute(
-        f"SELECT column_name, data_type FROM duckdb_columns() WHERE {where_database} AND schema_name = ? "
-        "AND table_name = ? ORDER BY column_index", [*([database] if database else []), schema, table]).fetchall()
+def _same_columns(conn: duckdb.DuckDBPyConnection, database: str, table: str) -> bool:
+    """Whether the copy's `table` has the warehouse's columns, in the same order and of the same types."""
+    [(copy, source)] = conn.execute(
+        "SELECT list(column_name || ' ' || data_type ORDER BY column_index) FILTER (WHERE database_name = current_database()), "
+        "list(column_name || ' ' || data_type ORDER BY column_index) FILTER (WHERE database_name = ?) "
+        "FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ?", [database, table]).fetchall()
+    return bool(source) and copy == source
