@@ -16,8 +16,6 @@ from assets.webhooks import BATCH_LIMIT, WEBHOOK_EVENTS_KEY, ApplyResult
 from commops_cli.in_process import JobRunner, job_runner
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from pipelines.sensors import next_requests
-from resources.inbox import InboxUnreachable
-from resources.settings import SettingsError
 from webhooks.follower import (
     BEAT_SECONDS, FOLLOWER_TAG, Beat, Watch, fail_runs_of_gone_followers, follower_name, read_beat, write_beat,
 )
@@ -57,14 +55,17 @@ class Lease:
 
 
 @contextmanager
-def beating(instance: dg.DagsterInstance, name: str, stop: threading.Event, say: Callable[[str], None]) -> Iterator[Lease]:
+def beating(instance: dg.DagsterInstance, name: str, say: Callable[[str], None]) -> Iterator[Lease]:
+    """The lease, beaten until the `with` block ends (a run in progress when the follower is asked to stop
+    keeps it), then released."""
     lease = Lease(instance, name)
     lease.tick()
     if not lease.held.is_set():
         say(f"another follower ({read_beat(instance).follower}) applies the events: standing by until it stops")
+    done = threading.Event()
 
     def beat() -> None:
-        while not stop.wait(BEAT_SECONDS):
+        while not done.wait(BEAT_SECONDS):
             try:
                 lease.tick()
             except Exception as error:  # noqa: BLE001 (the instance unreachable: the next beat tries again)
@@ -75,7 +76,7 @@ def beating(instance: dg.DagsterInstance, name: str, stop: threading.Event, say:
     try:
         yield lease
     finally:
-        stop.set()
+        done.set()
         thread.join()
         lease.release()
 
@@ -87,26 +88,33 @@ def follow(runner: JobRunner, resources: dict, stop: threading.Event, say: Calla
     # Long-lived, as the webserver: hold storage connections open rather than connect for each of a run's
     # ~150 queries (Postgres storage; a no-op on SQLite).
     runner.instance.optimize_for_webserver(statement_timeout=STATEMENT_TIMEOUT_MS, pool_recycle=3600, max_overflow=20)
-    with beating(runner.instance, follower_name(), stop, say) as lease:
+    with beating(runner.instance, follower_name(), say) as lease:
         while not stop.is_set():
             if not lease.held.is_set():
                 stop.wait(BEAT_SECONDS)
                 continue
             try:
-                with inbox.open() as box:
-                    ready = bool(box.pending(limit=1))
-                requests = next_requests(runner.instance, inbox, orgs.all(), limit)[0] if ready else []
-            except (InboxUnreachable, SettingsError, dg.DagsterError, OSError) as error:
+                if not _apply_ready(runner, inbox, orgs, lease, say, limit):
+                    stop.wait(poll_seconds)
+            except Exception as error:  # noqa: BLE001 (the inbox or the instance unreachable: a long-lived process waits)
                 say(f"{_one_line(error)}; trying again in {TROUBLE_WAIT_SECONDS:.0f} s")
                 stop.wait(TROUBLE_WAIT_SECONDS)
-                continue
-            if not requests:
-                stop.wait(poll_seconds)
-                continue
-            for request in requests:
-                say(_applied(request.partition_key, runner.run(
-                    APPLY_WEBHOOK_EVENTS, run_config=request.run_config, partition=request.partition_key,
-                    tags={**request.tags, FOLLOWER_TAG: lease.name})))
+
+
+def _apply_ready(runner: JobRunner, inbox, orgs, lease: Lease, say: Callable[[str], None], limit: int) -> bool:
+    """One run per organization with ready events not in flight; whether there were any. A run's failure is the
+    run's (recorded, alerted on, counted against its events), not this loop's."""
+    with inbox.open() as box:
+        if not box.pending(limit=1):
+            return False
+    requests = next_requests(runner.instance, inbox, orgs.all(), limit)[0]
+    for request in requests:
+        if not lease.held.is_set():  # another follower took over (this one could not beat for a while)
+            break
+        say(_applied(request.partition_key, runner.run(
+            APPLY_WEBHOOK_EVENTS, run_config=request.run_config, partition=request.partition_key,
+            tags={**request.tags, FOLLOWER_TAG: lease.name})))
+    return bool(requests)
 
 
 def _applied(org: str, run) -> str:
