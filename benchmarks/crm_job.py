@@ -51,7 +51,7 @@ with dagster_instance(load_settings(data_dir=data_dir)) as instance:
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall": wall, "rss_mb": own_peak_rss_mb(), "cpu": usage.ru_utime + usage.ru_stime, "steps": steps,
                   "counts": result.counts, "kols": result.kols, "contacts": result.contacts,
-                  "duplicate_sets": result.duplicate_sets}))
+                  "duplicate_sets": result.duplicate_sets, "reconcile_seconds": result.duration_seconds}))
 """
 # Canonical contact column -> the stand-in's API field (Account.Name makes or reuses the Account when seeding).
 API_FIELDS = {"first_name": "FirstName", "last_name": "LastName", "email": "Email", "title": "Title", "phone": "Phone",
@@ -126,10 +126,16 @@ def duplicate_sets(data_dir: Path) -> dict[str, str]:
                                  "WHERE duplicate_set_id IS NOT NULL").fetchall())
 
 
+def steps_of(runs: list[dict]) -> dict[str, float]:
+    """Median seconds of each step, and of reconcile() within crm__kol_reconciliation."""
+    medians = {key: statistics.median(r["steps"][key] for r in runs) for key in runs[-1]["steps"]}
+    return {**medians, "reconcile()": round(statistics.median(r["reconcile_seconds"] for r in runs), 2)}
+
+
 def show(label: str, n: int, run: dict) -> None:
     steps = ", ".join(f"{key} {seconds:.1f}" for key, seconds in run["steps"].items())
     print(f"{label} run {n}: {run['wall']:.2f} s, peak RSS {run['rss_mb']:.0f} MB, CPU {run['cpu']:.1f} s; "
-          f"steps: {steps}", flush=True)
+          f"steps (s): {steps} (of which reconcile() {run['reconcile_seconds']:.1f})", flush=True)
 
 
 def main() -> None:
@@ -180,8 +186,8 @@ def main() -> None:
             "first_night_peak_rss_mb": round(max(r["rss_mb"] for r in firsts)),
             "second_night_seconds": round(statistics.median(r["wall"] for r in seconds), 2),
             "second_night_peak_rss_mb": round(max(r["rss_mb"] for r in seconds)),
-            "first_night_steps": {k: statistics.median(r["steps"][k] for r in firsts) for k in last["steps"]},
-            "second_night_steps": {k: statistics.median(r["steps"][k] for r in seconds) for k in seconds[-1]["steps"]},
+            "first_night_steps": steps_of(firsts),
+            "second_night_steps": steps_of(seconds),
         }, indent=2))
 
 
