@@ -184,8 +184,10 @@ def main() -> None:
             "kols": args.kols, "runs": args.runs,
             "first_night_seconds": round(statistics.median(r["wall"] for r in firsts), 2),
             "first_night_peak_rss_mb": round(max(r["rss_mb"] for r in firsts)),
+            "first_night_cpu_seconds": round(statistics.median(r["cpu"] for r in firsts), 1),
             "second_night_seconds": round(statistics.median(r["wall"] for r in seconds), 2),
             "second_night_peak_rss_mb": round(max(r["rss_mb"] for r in seconds)),
+            "second_night_cpu_seconds": round(statistics.median(r["cpu"] for r in seconds), 1),
             "first_night_steps": steps_of(firsts),
             "second_night_steps": steps_of(seconds),
         }, indent=2))
