@@ -34,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.memory import own_peak_rss_mb  # noqa: E402
+
 ORG = "default"
 NIGHT = "2026-11-01"
 CHILD = """
@@ -153,7 +155,8 @@ def main() -> None:
         filled = time.perf_counter() - started
         standin = seed_standin(Path(tmp) / "salesforce", contacts)
         print(f"setup: warehouse {filled:.1f} s, stand-in seeded with {contacts.num_rows:,} contacts in "
-              f"{time.perf_counter() - started - filled:.1f} s", flush=True)
+              f"{time.perf_counter() - started - filled:.1f} s (this process, the stand-in's, peak RSS "
+              f"{own_peak_rss_mb():.0f} MB)", flush=True)
         del contacts
         env = {**os.environ, "PYTHONPATH": str(ROOT), "SALESFORCE_LOGIN_URL": standin.login_url,
                "SALESFORCE_USERNAME": "bench@example.com", "SALESFORCE_PASSWORD": "bench-password",
