@@ -153,10 +153,12 @@ def csv_value(value: object) -> str:
     """Bulk 2.0's CSV spelling: ISO date-times with Z, true/false, empty for null."""
     if value is None:
         return ""
+    if isinstance(value, str):
+        return value
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+        return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
     return str(value)
 
 
@@ -429,8 +431,8 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
         writer = csv.writer(buffer, delimiter=DELIMITERS.get(job.column_delimiter, ","), quoting=csv.QUOTE_ALL,
                             lineterminator="\r\n" if job.line_ending == "CRLF" else "\n")
         writer.writerow(job.fields)
-        for record in page:
-            writer.writerow([csv_value(store.value(record, name)) for name in job.fields])
+        getters = [store.getter(name) for name in job.fields]
+        writer.writerows([csv_value(get(record)) for get in getters] for record in page)
         following = offset + len(page)
         next_locator = base64.b64encode(str(following).encode()).decode() if following < len(job.records) else "null"
         return Response(buffer.getvalue(), media_type="text/csv",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
@@ -127,6 +127,13 @@ class ContactStore:
             account = self.accounts.get(record.get("AccountId") or "")
             return None if account is None else account.get(path.partition(".")[2])
         return record.get(path)
+
+    def getter(self, path: str) -> Callable[[dict], object]:
+        """`value` for one field, resolved once (a Bulk 2.0 result reads a field of every record)."""
+        if path.startswith("Account."):
+            accounts, name = self.accounts, path.partition(".")[2]
+            return lambda record: (accounts.get(record.get("AccountId") or "") or {}).get(name)
+        return lambda record: record.get(path)
 
     # --- writes --------------------------------------------------------------------------------------
 

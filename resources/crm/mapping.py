@@ -13,6 +13,7 @@ from dataclasses import dataclass, field as dataclass_field
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from resources.crm.errors import CrmError
 
@@ -130,6 +131,30 @@ class ContactMapping:
     def from_flat(self, row: Mapping) -> dict:
         """A canonical row from a flat row keyed by API names ("Account.Name"): Bulk 2.0 CSV, report export."""
         return self._row(row.get)
+
+    def from_columns(self, table: pa.Table) -> pa.RecordBatch:
+        """The canonical batch of a table of text columns named by API names (a parsed Bulk 2.0 CSV page): what
+        from_flat gives row by row, column by column (a missing column is NULL, blank text NULL)."""
+        def text(name: str | None) -> pa.Array:
+            if name is None or name not in table.column_names:
+                return pa.nulls(table.num_rows, pa.string())
+            column = table.column(name).combine_chunks().cast(pa.string())
+            return pc.if_else(pc.equal(pc.utf8_trim_whitespace(column), ""), pa.scalar(None, pa.string()), column)
+
+        columns = {column: text(name) for column, name in STANDARD_FIELDS.items() if column != "last_modified"}
+        modified = text("LastModifiedDate")
+        try:
+            columns["last_modified"] = modified.cast(TIMESTAMP)
+        except pa.ArrowInvalid:  # a spelling Arrow does not read (an offset without a colon): row by row
+            columns["last_modified"] = pa.array([parse_datetime(value) for value in modified.to_pylist()], TIMESTAMP)
+        columns["external_id"] = text(self.external_id_field)
+        if self.custom_fields:
+            values = {column: text(name).to_pylist() for column, name in self.custom_fields.items()}
+            columns["custom"] = pa.array([json.dumps(dict(zip(values, row)), sort_keys=True) for row in zip(*values.values())],
+                                         pa.string())
+        else:
+            columns["custom"] = pa.nulls(table.num_rows, pa.string())
+        return pa.RecordBatch.from_arrays([columns[name] for name in CONTACT_SCHEMA.names], schema=CONTACT_SCHEMA)
 
     def _row(self, get) -> dict:
         row = {column: _text(get(name)) for column, name in STANDARD_FIELDS.items() if column != "last_modified"}

@@ -204,3 +204,25 @@ def test_each_organization_is_reconciled_against_the_shared_crm_without_the_othe
     assert all(result_org == kol_org for result_org, kol_org in linked)
     assert conn.execute(f"SELECT count(DISTINCT run_id) FROM {RESULT_TABLE}").fetchall()[0][0] == 2
     assert sorted(conn.execute(f"SELECT org FROM {RUNS_TABLE}").fetchall()) == [("default",), ("emea",)]
+
+
+def test_duplicate_set_ids_stay_the_same_the_next_night_when_members_change_or_a_contact_joins():
+    kols, contacts, _ = planted()
+    conn = duckdb.connect()
+    load(conn, kols, contacts)
+    in_sets = f"SELECT crm_id, duplicate_set_id FROM {RESULT_TABLE} WHERE duplicate_set_id IS NOT NULL"
+    reconcile(conn, "kols", "contacts", run_id="night-1")
+    first = dict(conn.execute(in_sets).fetchall())
+    assert len(set(first.values())) >= 2
+    # the next night: one member of every set retitled (modified since), and a new contact (Salesforce issues
+    # larger Ids) sharing the email of another set's member
+    changed = sorted({set_id: crm_id for crm_id, set_id in sorted(first.items())}.values())
+    conn.execute("UPDATE contacts SET title = 'Senior ' || coalesce(title, 'Physician'), "
+                 "last_modified = last_modified + INTERVAL 1 DAY WHERE list_contains(?, crm_id)", [changed])
+    joined = max(first, key=lambda crm_id: first[crm_id])
+    conn.execute("INSERT INTO contacts SELECT * REPLACE ('003zzzzzzzzzzzzzzz' AS crm_id, NULL AS external_id) "
+                 "FROM contacts WHERE crm_id = ?", [joined])
+    reconcile(conn, "kols", "contacts", run_id="night-2")
+    second = dict(conn.execute(in_sets).fetchall())
+    assert {crm_id: second.get(crm_id) for crm_id in first} == first
+    assert second["003zzzzzzzzzzzzzzz"] == first[joined]
