@@ -8,8 +8,10 @@ takes credentials from the AWS SDK's chain). Unset, the resource does nothing.
 
 The rule is the warehouse's: per (org, key) the newer version wins (`spec.version`, field by field,
 `_not_older`), so a publish never replaces a newer row with an older one, whichever machine's warehouse
-it comes from; a row the Iceberg table already holds unchanged is not rewritten. A table's publish is
-one Iceberg commit (delete the replaced keys, append the winners); the catalog accepts it only if the
+it comes from; a row the Iceberg table already holds with the same content (digest and version, not
+the stamps a night moves: _snapshot_date, receipt times) is not rewritten, so the stamps in Iceberg are
+those of the version written. A table's publish is one Iceberg commit of one snapshot (the winners
+appended, the rows they replace deleted by position: resources/iceberg_deletes.py); the catalog accepts it only if the
 table is still at the snapshot the winners were computed against, so two writers never lose each other's
 rows: the loser recomputes against the new snapshot and commits again. Readers are never blocked: they
 read the snapshot current when they start (immutable files), whatever commits meanwhile.

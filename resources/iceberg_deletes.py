@@ -42,7 +42,7 @@ POSITION_DELETE_SCHEMA = pa.schema([
     pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": str(FILE_PATH_ID)}),
     pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": str(POS_ID)}),
 ])
-_KEYS = pa.schema([("file", pa.int32()), ("pos", pa.int64())])
+_POSITIONS = pa.schema([("file", pa.int32()), ("pos", pa.int64())])
 
 
 @dataclass(frozen=True)
@@ -84,11 +84,11 @@ def find_positions(conn: duckdb.DuckDBPyConnection, table: Any, files: LiveFiles
             for batch in _batches(table, delete_file.file_path, ["file_path", "pos"]):
                 unique = batch.column(0).unique()  # one data file's path per delete file we write
                 index = pa.array([paths.get(p) for p in unique.to_pylist()], pa.int32())
-                yield pa.RecordBatch.from_arrays([index.take(pc.index_in(batch.column(0), unique)), batch.column(1)], schema=_KEYS)
+                yield pa.RecordBatch.from_arrays([index.take(pc.index_in(batch.column(0), unique)), batch.column(1)], schema=_POSITIONS)
 
-    key_schema = pa.schema([*_KEYS, ("org", pa.string()), ("id", _arrow_type(table, key))])
+    key_schema = pa.schema([*_POSITIONS, ("org", pa.string()), ("id", _arrow_type(table, key))])
     conn.register("_keyed", pa.RecordBatchReader.from_batches(key_schema, keyed()))
-    conn.register("_deleted", pa.RecordBatchReader.from_batches(_KEYS, deleted()))
+    conn.register("_deleted", pa.RecordBatchReader.from_batches(_POSITIONS, deleted()))
     try:
         conn.execute(
             "CREATE OR REPLACE TEMP TABLE _positions AS SELECT k.file, k.pos FROM _keyed k "
@@ -127,7 +127,8 @@ def write_delete_files(conn: duckdb.DuckDBPyConnection, table: Any, files: LiveF
 
 
 def data_files(transaction: Transaction, rows: pa.RecordBatchReader) -> list[DataFile]:
-    """`rows` written as data files of the table (streamed; pyiceberg's own writer, as `append` uses it)."""
+    """`rows` written as data files of the table (streamed): pyiceberg's own writer and schema check, as its
+    `append` uses them (module-private in pyiceberg 0.12.0, the version pyproject pins)."""
     from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
 
     metadata = transaction.table_metadata
