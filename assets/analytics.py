@@ -42,7 +42,8 @@ def build_analytics_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
         started = time.monotonic()
         published = iceberg.publish(path, ICEBERG_TABLES, context.log)
         iceberg_metadata = {
-            f"iceberg_rows_written_{p.table}": p.rows_written for p in published
+            f"iceberg_{what}_{p.table}": count for p in published
+            for what, count in (("rows_written", p.rows_written), ("deletes_written", p.deletes_written))
         } | ({"iceberg_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3))} if published else {})
         return dg.MaterializeResult(
             metadata={

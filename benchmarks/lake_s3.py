@@ -15,6 +15,13 @@ same 2 cores: the ratios are the cost of the protocols (uploads, manifests, down
 load, Iceberg commits), not of a network.
 --write saves the figures to docs/benchmarks-lake-s3.json, which `python -m benchmarks` renders into
 docs/benchmarks.md.
+
+    .venv/bin/python benchmarks/lake_s3.py --night second [--scale 1.0] [--changed 0.01]
+
+measures the Iceberg arm on a second night instead: a sync into fresh buckets and a fresh catalog, then
+--changed of the KOLs changed in the service's store (a tier each, benchmarks/incremental_sync.py), then a
+second sync into the same data directory (the same snapshot date), and prints, per Iceberg table, the rows
+each night wrote (data rows, and rows deleted by position-delete files) and each night's seconds.
 """
 
 from __future__ import annotations
@@ -73,11 +80,37 @@ def _check_published(postgres: PostgresServer, catalog_url: str) -> None:
         raise SystemExit(f"the Iceberg arm published no tables (catalog holds {sorted(tables)})")
 
 
+def _second_night(args: argparse.Namespace, tmp_path: Path, db_path: Path, key: str, base_url: str,
+                  s3: S3Server, postgres: PostgresServer) -> None:
+    from benchmarks.incremental_sync import change_kols
+
+    env, data_dir = _arm_env("iceberg", 0, s3, postgres), tmp_path / "second-night"
+    nights = [_sync(base_url, key, data_dir, env)]
+    changed = change_kols(db_path, args.changed)
+    nights.append(_sync(base_url, key, data_dir, env))
+    published = [night["assets"]["analytics"]["iceberg"] for night in nights]
+    tables = sorted(k.removeprefix("iceberg_rows_written_") for k in published[1] if k.startswith("iceberg_rows_written_"))
+    print(f"\n== Iceberg on the second night: {nights[0]['assets']['lake/kols']['rows']:,} KOLs, {changed:,} changed "
+          f"({args.changed:.0%}), same snapshot date ==")
+    print(f"{'table':<28} {'night 1 rows':>12} {'night 2 rows':>12} {'night 2 deletes':>15}")
+    for table in tables:
+        print(f"{table:<28} {published[0].get(f'iceberg_rows_written_{table}', 0):>12,} "
+              f"{published[1][f'iceberg_rows_written_{table}']:>12,} {published[1].get(f'iceberg_deletes_written_{table}', 0):>15,}")
+    for n, (night, figures) in enumerate(zip(nights, published, strict=True), 1):
+        print(f"night {n}: sync {night['seconds']:.1f}s, of which the Iceberg publish {figures.get('iceberg_seconds', 0):.1f}s, "
+              f"peak RSS {night['peak_rss_mb']:.0f} MB")
+    print(json.dumps({"kols": nights[0]["assets"]["lake/kols"]["rows"], "changed": changed,
+                      "seconds": [round(n["seconds"], 2) for n in nights], "iceberg": published}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--write", action="store_true", help=f"save the figures to {FIGURES.relative_to(ROOT)}")
+    parser.add_argument("--night", choices=("first", "second"), default="first",
+                        help="first: the three arms compared; second: the Iceberg arm's second night")
+    parser.add_argument("--changed", type=float, default=0.01, help="--night second: the share of KOLs changed")
     args = parser.parse_args()
     loads = []
 
@@ -87,6 +120,8 @@ def main() -> None:
         db_path, key = seed_service(tmp_path, args.scale)
         with serving(db_path) as base_url:
             _sync(base_url, key, tmp_path / "warm-up", {})  # the service's caches, not measured
+            if args.night == "second":
+                return _second_night(args, tmp_path, db_path, key, base_url, s3, postgres)
             results: dict[str, list[dict]] = {arm: [] for arm in ARMS}
             for run in range(args.runs):
                 for arm in ARMS:

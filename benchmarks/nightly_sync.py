@@ -102,7 +102,9 @@ summary = run_sync(base_url=base_url, data_dir=data_dir, progress=False,
                    enrich_details_limit=enrich, instance=instance, max_concurrency=concurrency, marts=False)
 seconds = time.perf_counter() - started
 assets = {a.asset: {"rows": a.rows, "requests": a.requests, "seconds": a.duration_seconds,
-                   "in_flux": a.metadata.get("rows_in_flux")} for a in summary.assets}
+                   "in_flux": a.metadata.get("rows_in_flux"),
+                   "iceberg": {k: v for k, v in a.metadata.items() if k.startswith("iceberg_")}}
+          for a in summary.assets}
 marts_seconds = None
 if sys.argv[6:] == ["marts"]:  # the marts build that follows the night's organizations (commops sync --all)
     from commops_cli.marts import run_marts_build

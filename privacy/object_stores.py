@@ -30,6 +30,7 @@ from typing import Any
 from privacy.stores import (Finding, org_of_path, parquet_rows_of, replace_durably, scan_connect, subject_predicate,
                             write_parquet_without)
 from privacy.subject import Subject
+from resources.iceberg_deletes import rewrite_without_deletes
 from resources.lake import LAKE_URL_ENV, SNAPSHOT_FILE, LakeResource
 from resources.lake_s3 import COPY_CHUNK, S3Lake, SnapshotMoved
 from resources.settings import ICEBERG_CATALOG_URL_ENV, load_settings
@@ -146,6 +147,9 @@ class IcebergTables:
         with _staging(self.local) as staging:
             holding = _holding_files(table, subject, staging)
             found = self._findings(table, holding)
+            if rewrite_without_deletes(table, set(holding)):  # a replaced version of the person, deleted by position
+                table = table.refresh()
+                holding = _holding_files(table, subject, staging)
             current = table.current_snapshot()
             in_current = [p for p in _data_files(table, current) if p in holding] if current else []
             if in_current:

@@ -8,8 +8,10 @@ takes credentials from the AWS SDK's chain). Unset, the resource does nothing.
 
 The rule is the warehouse's: per (org, key) the newer version wins (`spec.version`, field by field,
 `_not_older`), so a publish never replaces a newer row with an older one, whichever machine's warehouse
-it comes from; a row the Iceberg table already holds unchanged is not rewritten. A table's publish is
-one Iceberg commit (delete the replaced keys, append the winners); the catalog accepts it only if the
+it comes from; a row the Iceberg table already holds with the same content (digest and version, not
+the stamps a night moves: _snapshot_date, receipt times) is not rewritten, so the stamps in Iceberg are
+those of the version written. A table's publish is one Iceberg commit of one snapshot (the winners
+appended, the rows they replace deleted by position: resources/iceberg_deletes.py); the catalog accepts it only if the
 table is still at the snapshot the winners were computed against, so two writers never lose each other's
 rows: the loser recomputes against the new snapshot and commits again. Readers are never blocked: they
 read the snapshot current when they start (immutable files), whatever commits meanwhile.
@@ -24,11 +26,9 @@ location, and a run that publishes nowhere (COMMOPS_ICEBERG_* unset) does not ca
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,23 +40,21 @@ from pydantic import PrivateAttr
 from resources.object_store import S3Location, endpoint_url, region
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV, SettingsError
 from resources.sql import sql_literal
+from resources.iceberg_deletes import COMPACT_SHARE, commit_files, data_files, find_positions, live_files, write_delete_files
 from resources.warehouse import DIGEST_COLUMN, ORG_COLUMN, TableSpec, _not_older, receipt_columns
 from resources.postgres_urls import masked
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.expressions import BooleanExpression
 
 COMMIT_ATTEMPTS = 5  # another writer committed between our read and our commit: recompute, try again
 # pyiceberg's own retry re-applies the same delete and append on top of the other writer's commit, which
 # would add a row twice or put back an older one: off, so a conflict comes back here to be recomputed.
 TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
-BATCH_ROWS = 50_000  # rows per appended batch (one data file each): bounds a publish's memory
+BATCH_ROWS = 50_000  # rows per batch read from analytics.duckdb: bounds a publish's memory
 # The object store's timeouts, as the lake's (resources/object_store.py): the SDK's default gives up on a
 # response that stalls for 3 s, which a loaded S3-compatible server does.
 S3_TIMEOUTS = {"s3.connect-timeout": "10", "s3.request-timeout": "60"}
-# Columns telling one stored version of a row from another (besides the version fields).
-VERSION_STAMP = (DIGEST_COLUMN, "_snapshot_date", "_loaded_at")
 # DuckDB types Iceberg lacks, as the published column carries them.
 ICEBERG_CASTS = {"JSON": "VARCHAR", "UBIGINT": "DECIMAL(20, 0)"}
 
@@ -66,7 +64,9 @@ class Published:
     """What one table's publish wrote."""
 
     table: str
-    rows_written: int
+    rows_written: int  # data rows: the rows written, and the live rows of a rewrite
+    deletes_written: int  # rows the position-delete files written delete
+    rewritten: bool  # the table rewritten whole (its delete files held too many rows)
     rows: int
     attempts: int
 
@@ -101,10 +101,12 @@ class IcebergResource(dg.ConfigurableResource):
             for spec in specs:
                 if not _exists(conn, spec.table):
                     continue
-                result = _publish_table(conn, catalog, self.namespace, spec)
-                published.append(result)
-                if log is not None:
-                    log.info(f"iceberg {self.namespace}.{spec.table}: {result.rows_written} rows written, {result.rows} rows")
+                for result in _publish_table(conn, catalog, self.namespace, spec):
+                    published.append(result)
+                    if log is not None:
+                        log.info(f"iceberg {self.namespace}.{result.table}: {result.rows_written} rows written, "
+                                 f"{result.deletes_written} deleted by position"
+                                 f"{', table rewritten' if result.rewritten else ''}, {result.rows} rows")
         return published
 
 
@@ -140,7 +142,8 @@ def open_catalog(catalog_url: str | None, warehouse: str | None) -> Catalog:
         ) from None
 
 
-def _publish_table(conn: duckdb.DuckDBPyConnection, catalog: Catalog, namespace: str, spec: TableSpec) -> Published:
+def _publish_table(conn: duckdb.DuckDBPyConnection, catalog: Catalog, namespace: str, spec: TableSpec) -> list[Published]:
+    """The table's publish and its child tables' (children first, as committed)."""
     from pyiceberg.exceptions import CommitFailedException
 
     identifier = f"{namespace}.{spec.table}"
@@ -148,82 +151,75 @@ def _publish_table(conn: duckdb.DuckDBPyConnection, catalog: Catalog, namespace:
         table = _table(catalog, identifier, conn, spec.table)
         try:
             if not _winners(conn, table, spec):
-                return Published(spec.table, 0, _count(conn, spec.table), attempt)
-            for child in spec.children:
+                return [Published(name, 0, 0, False, _count(conn, name), attempt)
+                        for name in (*(child.name for child in spec.children), spec.table)]
+            published = []
+            for child in spec.children:  # a replaced parent's old children go, a new parent has none
                 child_table = _table(catalog, f"{namespace}.{child.name}", conn, child.name)
-                _replace(child_table, conn, child.name, child.parent_key, parent=False)
-            written = _replace(table, conn, spec.table, spec.key, parent=True)
+                written = _write(child_table, conn, child.name, child.parent_key, "SELECT org, id FROM _winners")
+                published.append(Published(child.name, *written, _count(conn, child.name), attempt))
+            written = _write(table, conn, spec.table, spec.key, "SELECT org, id FROM _winners WHERE replaces")
         except CommitFailedException:
             if attempt == COMMIT_ATTEMPTS:
                 raise
             time.sleep(0.05 * attempt)
             continue
         finally:
-            conn.execute("DROP TABLE IF EXISTS _winners; DROP TABLE IF EXISTS _whole_orgs")
-        return Published(spec.table, written, _count(conn, spec.table), attempt)
+            conn.execute("DROP TABLE IF EXISTS _winners; DROP TABLE IF EXISTS _positions")
+        return [*published, Published(spec.table, *written, _count(conn, spec.table), attempt)]
     raise AssertionError("unreachable")
 
 
 def _winners(conn: duckdb.DuckDBPyConnection, table: Any, spec: TableSpec) -> int:
     """TEMP TABLE _winners (org, id, replaces): the rows of analytics.duckdb to write, newer than (or
-    missing from) the Iceberg table's version of them and not already there unchanged; their count."""
+    missing from) the Iceberg table's version of them and not already there with the same content; their count."""
     key, version = spec.key, tuple(spec.version)
-    stamp = dict.fromkeys([*VERSION_STAMP, *receipt_columns(spec)])  # a row seen again moves its receipt times
-    compared = dict.fromkeys([ORG_COLUMN, key, *version, *stamp])
-    existing = table.scan(selected_fields=tuple(compared)).to_arrow()
+    # Content, not stamps: a row seen again moves its receipt times (`_fetched_at`, a version field too)
+    # and its _snapshot_date in analytics.duckdb, not in Iceberg (docs/analysts.md).
+    content = dict.fromkeys([DIGEST_COLUMN, *(v for v in version if v not in receipt_columns(spec))])
+    existing = table.scan(selected_fields=tuple(dict.fromkeys([ORG_COLUMN, key, *version, *content]))).to_arrow()
     conn.register("_existing", existing)
     try:
-        differs = " OR ".join(f"{_as_published('w', c)} IS DISTINCT FROM e.{c}" for c in stamp)
+        differs = " OR ".join(f"{_as_published('w', c)} IS DISTINCT FROM e.{c}" for c in content)
         conn.execute(
             f"CREATE OR REPLACE TEMP TABLE _winners AS SELECT w.{ORG_COLUMN} AS org, w.{key} AS id, "
             f"e.{key} IS NOT NULL AS replaces FROM a.{spec.table} w LEFT JOIN _existing e "
             f"ON e.{ORG_COLUMN} = w.{ORG_COLUMN} AND e.{key} = w.{key} "
             f"WHERE e.{key} IS NULL OR ({_not_older(version, 'w', 'e')} AND ({differs}))"
         )
-        # Orgs whose every stored row is replaced are rewritten whole (a filter on org, not a list of ids).
-        conn.execute(
-            "CREATE OR REPLACE TEMP TABLE _whole_orgs AS SELECT org FROM (SELECT org, count(*) AS n FROM _winners "
-            f"WHERE replaces GROUP BY org) r JOIN (SELECT {ORG_COLUMN} AS org, count(*) AS n FROM _existing GROUP BY 1) s "
-            "USING (org) WHERE r.n = s.n"
-        )
     finally:
         conn.unregister("_existing")
-    return conn.execute("SELECT count(*) FROM _winners").fetchone()[0]
+    return conn.execute("SELECT count(*) FROM _winners").fetchall()[0][0]
 
 
-def _replace(table: Any, conn: duckdb.DuckDBPyConnection, name: str, key: str, *, parent: bool) -> int:
-    """One commit: delete the rows of the winners' keys that the table may hold, append the winners' rows
-    of `name` (its rows whose `key` is a winner's id), in batches. The row count appended."""
-    deleted = _delete_filter(conn, key, only_replaced=parent)
+def _write(table: Any, conn: duckdb.DuckDBPyConnection, name: str, key: str, replaced: str) -> tuple[int, int, bool]:
+    """One commit of one snapshot: the winners' rows of `name` (its rows whose `key` is a winner's id)
+    appended, the table's rows whose (org, key) is in the SQL `replaced` deleted: by position-delete files,
+    or by rewriting the table when delete files would hold more than COMPACT_SHARE of its rows. (data rows
+    written, rows the new delete files delete, whether the table was rewritten)."""
+    files = live_files(table)
+    deletes = find_positions(conn, table, files, key, replaced) if files.tasks else 0
+    rewrite = files.deleted + deletes > COMPACT_SHARE * files.rows
     rows = conn.sql(
         f"SELECT {_select_list(conn, name)} FROM a.{name} t "
         f"WHERE ({ORG_COLUMN}, {key}) IN (SELECT (org, id) FROM _winners)"
     ).to_arrow_reader(BATCH_ROWS)
-    written = 0
     with table.transaction() as transaction:
-        if deleted is not None:
-            with warnings.catch_warnings():  # a new parent's children (none yet) are in the filter too
-                warnings.filterwarnings("ignore", "Delete operation did not match any records")
-                transaction.delete(deleted)
-        for batch in rows:
-            transaction.append(pa.Table.from_batches([batch]))
-            written += batch.num_rows
-    return written
-
-
-def _delete_filter(conn: duckdb.DuckDBPyConnection, key: str, *, only_replaced: bool) -> BooleanExpression | None:
-    """Per org: the whole org when all its stored rows are replaced, else the replaced ids (for a child
-    table every winner's id: a replaced parent's old children go, a new parent has none)."""
-    from pyiceberg.expressions import And, EqualTo, In, Or
-
-    which = "WHERE replaces" if only_replaced else ""
-    groups = conn.execute(
-        f"SELECT org, org IN (SELECT org FROM _whole_orgs), list(id) FROM _winners {which} GROUP BY org"
-    ).fetchall()
-    terms = [
-        EqualTo(ORG_COLUMN, org) if whole else And(EqualTo(ORG_COLUMN, org), In(key, ids)) for org, whole, ids in groups
-    ]
-    return reduce(Or, terms) if terms else None
+        added = data_files(transaction, rows)
+        if rewrite:  # the live rows not replaced, into new files
+            conn.register("_live", table.scan().to_arrow_batch_reader())
+            try:
+                added += data_files(transaction, conn.sql(
+                    f"SELECT l.* FROM _live l ANTI JOIN ({replaced}) r ON r.org = l.{ORG_COLUMN} AND r.id = l.{key}"
+                ).to_arrow_reader(BATCH_ROWS))
+            finally:
+                conn.unregister("_live")
+        written = sum(f.record_count for f in added)
+        if deletes and not rewrite:
+            added += write_delete_files(conn, table, files)
+        if added or rewrite:
+            commit_files(transaction, added, rewrite=rewrite)
+    return written, 0 if rewrite else deletes, rewrite
 
 
 def _table(catalog: Catalog, identifier: str, conn: duckdb.DuckDBPyConnection, name: str) -> Any:
@@ -264,13 +260,13 @@ def _as_published(alias: str, column: str) -> str:
 
 
 def _count(conn: duckdb.DuckDBPyConnection, name: str) -> int:
-    return conn.execute(f"SELECT count(*) FROM a.{name}").fetchone()[0]
+    return conn.execute(f"SELECT count(*) FROM a.{name}").fetchall()[0][0]
 
 
 def _exists(conn: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(conn.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'a' AND table_name = ?", [name]
-    ).fetchone()[0])
+    ).fetchall()[0][0])
 
 
 @contextmanager

@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 from sync.catalog import ICEBERG_TABLES
-from resources.iceberg import ICEBERG_CASTS, IcebergResource
+from resources.iceberg import ICEBERG_CASTS, IcebergResource, open_catalog
 from resources.settings import ICEBERG_CATALOG_URL_ENV, ICEBERG_WAREHOUSE_ENV
 from resources.sql import sql_literal
 from tests.pipeline.sync_support import query, sync
@@ -52,9 +52,15 @@ def read_back(env: dict[str, str], out: Path, tables: list[str]) -> Path:
     return out
 
 
-def differences(analytics: Path, from_iceberg: Path, tables: list[str]) -> dict[str, tuple[int, int, int]]:
+# The stamps of the version a row of an Iceberg table holds: they move in analytics.duckdb each night a row is
+# seen again, in Iceberg only when its content changes (docs/analysts.md).
+STAMPS = ("_snapshot_date", "_loaded_at", "_fetched_at")
+
+
+def differences(analytics: Path, from_iceberg: Path, tables: list[str], *, stamps: bool = True) -> dict[str, tuple[int, int, int]]:
     """Per table: (rows in analytics.duckdb, rows only there, rows only in the Iceberg copy), rows compared
-    on every column (JSON compared as its text, the digest as a number: the types Iceberg has)."""
+    on every column (JSON compared as its text, the digest as a number: the types Iceberg has), or without
+    `stamps` on every column but STAMPS."""
     conn = duckdb.connect()
     conn.execute(f"ATTACH {sql_literal(str(analytics))} AS a (READ_ONLY)")
     conn.execute(f"ATTACH {sql_literal(str(from_iceberg))} AS i (READ_ONLY)")
@@ -64,7 +70,8 @@ def differences(analytics: Path, from_iceberg: Path, tables: list[str]) -> dict[
             "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'a' AND table_name = ? "
             "ORDER BY column_index", [table],
         ).fetchall()
-        select = ", ".join(f'"{c}"::{ICEBERG_CASTS[t]}' if t in ICEBERG_CASTS else f'"{c}"' for c, t in columns)
+        select = ", ".join(f'"{c}"::{ICEBERG_CASTS[t]}' if t in ICEBERG_CASTS else f'"{c}"' for c, t in columns
+                           if stamps or c not in STAMPS)
         a, i = f"SELECT {select} FROM a.{table}", f"SELECT {select} FROM i.{table}"
         found[table] = (
             conn.execute(f"SELECT count(*) FROM a.{table}").fetchone()[0],
@@ -77,7 +84,7 @@ def differences(analytics: Path, from_iceberg: Path, tables: list[str]) -> dict[
 
 def assert_equal_table_by_table(stack: Stack, env: dict[str, str], tmp_path: Path) -> dict[str, tuple[int, int, int]]:
     tables = [t for t in TABLES if query(stack.analytics, f"SELECT count(*) FROM duckdb_tables() WHERE table_name = '{t}'") == [(1,)]]
-    found = differences(stack.analytics, read_back(env, tmp_path / "from_iceberg.duckdb", tables), tables)
+    found = differences(stack.analytics, read_back(env, tmp_path / "from_iceberg.duckdb", tables), tables, stamps=False)
     assert {t: d[1:] for t, d in found.items()} == {t: (0, 0) for t in tables}
     return found
 
@@ -136,7 +143,49 @@ def test_a_publish_from_an_older_warehouse_never_replaces_a_newer_row(iceberg_en
 
     copy = read_back(iceberg_env, tmp_path / "from_iceberg.duckdb", ["kols"])
     assert query(copy, f"SELECT title FROM kols WHERE id = '{target}'") == [("Head of Research",)]
-    assert differences(newer.analytics_path, copy, ["kols"])["kols"] == (5, 0, 0)
+    assert differences(newer.analytics_path, copy, ["kols"], stamps=False)["kols"] == (5, 0, 0)
+
+
+def test_a_second_night_writes_only_the_changed_rows_and_readers_see_the_current_state(
+    iceberg_env, make_service, tmp_path: Path
+) -> None:
+    from service.store import db, kols
+
+    service = make_service(kols=20, products=2)
+    data_dir = tmp_path / "data"
+    sync(service, data_dir)
+    night_1 = query(data_dir / "analytics.duckdb", "SELECT id, _fetched_at FROM kols ORDER BY id")
+
+    def change(ids: list[str], title: str):
+        with service.connect() as conn, db.transaction(conn):
+            for kol_id in ids:
+                kols.update_kol(conn, service.org_id, kol_id, {"title": title})
+        return sync(service, data_dir).asset("analytics").metadata
+
+    changed = [night_1[3][0], night_1[11][0]]
+    published = change(changed, "Head of Research")
+
+    assert (published["iceberg_rows_written_kols"], published["iceberg_deletes_written_kols"]) == (2, 2)
+    assert published["iceberg_rows_written_products"] == published["iceberg_rows_written_product_market_status"] == 0
+    copy = read_back(iceberg_env, tmp_path / "from_iceberg.duckdb", ["kols"])
+    assert differences(data_dir / "analytics.duckdb", copy, ["kols"], stamps=False)["kols"] == (20, 0, 0)
+    assert query(copy, "SELECT count(*), count(DISTINCT id) FROM kols") == [(20, 20)]
+    # The stamps of the version written: night 2's for the changed rows, night 1's for the others.
+    fetched = dict(query(data_dir / "analytics.duckdb", "SELECT id, _fetched_at FROM kols"))
+    assert query(copy, "SELECT id, _fetched_at FROM kols ORDER BY id") == [
+        (kol_id, fetched[kol_id] if kol_id in changed else at) for kol_id, at in night_1
+    ]
+    kols_table = open_catalog(iceberg_env[ICEBERG_CATALOG_URL_ENV], iceberg_env[ICEBERG_WAREHOUSE_ENV]).load_table("commops.kols")
+    assert sum(d.record_count for t in kols_table.scan().plan_files() for d in t.delete_files) == 2
+
+    # 2 + 4 deleted rows of the 22 in the data files: more than COMPACT_SHARE, the table is rewritten whole.
+    published = change([kol_id for kol_id, _ in night_1[5:9]], "Fellow")
+    assert (published["iceberg_rows_written_kols"], published["iceberg_deletes_written_kols"]) == (20, 0)
+    copy = read_back(iceberg_env, tmp_path / "from_iceberg.duckdb", ["kols"])
+    assert differences(data_dir / "analytics.duckdb", copy, ["kols"], stamps=False)["kols"] == (20, 0, 0)
+    kols_table = kols_table.refresh()
+    assert not any(t.delete_files for t in kols_table.scan().plan_files())
+    assert kols_table.current_snapshot().summary["total-records"] == "20"
 
 
 def test_one_iceberg_setting_without_the_other_or_an_unreachable_catalog_is_one_line_naming_the_variable() -> None:
@@ -184,9 +233,10 @@ def _host_analytics(path: Path, rows: list[tuple[str, int, str]]) -> Path:
 def test_two_hosts_publishing_at_once_both_land_and_the_newer_row_wins(iceberg_env, tmp_path: Path, monkeypatch) -> None:
     import resources.iceberg as iceberg
 
-    host_a = _host_analytics(tmp_path / "a" / "analytics.duckdb", [("kol_1", 1, "A older"), ("kol_2", 3, "A newer")])
+    same = [(f"kol_s{i}", 1, "Same") for i in range(8)]  # one replaced row of 11: a position delete, no rewrite
+    host_a = _host_analytics(tmp_path / "a" / "analytics.duckdb", [("kol_1", 1, "A older"), ("kol_2", 3, "A newer"), *same])
     host_b = _host_analytics(tmp_path / "b" / "analytics.duckdb",
-                             [("kol_1", 2, "B newer"), ("kol_2", 2, "B older"), ("kol_3", 1, "B only")])
+                             [("kol_1", 2, "B newer"), ("kol_2", 2, "B older"), ("kol_3", 1, "B only"), *same])
     settings = {"catalog_url": iceberg_env[ICEBERG_CATALOG_URL_ENV], "warehouse": iceberg_env[ICEBERG_WAREHOUSE_ENV]}
     winners, host_b_published = iceberg._winners, []
 
@@ -199,9 +249,11 @@ def test_two_hosts_publishing_at_once_both_land_and_the_newer_row_wins(iceberg_e
     monkeypatch.setattr(iceberg, "_winners", host_b_commits_meanwhile)
     (published,) = IcebergResource(**settings).publish(host_a, [_Kols()])
 
-    assert host_b_published[0].rows_written == 3
-    assert published.attempts == 2 and published.rows_written == 1  # recomputed: only kol_2 is newer on host A
+    assert host_b_published[0].rows_written == 11
+    # recomputed: only kol_2 is newer on host A (written, its older row deleted by position)
+    assert (published.attempts, published.rows_written, published.deletes_written) == (2, 1, 1)
     copy = read_back(iceberg_env, tmp_path / "from_iceberg.duckdb", ["kols"])
-    assert query(copy, "SELECT id, title FROM kols ORDER BY id") == [
+    assert query(copy, "SELECT id, title FROM kols WHERE title <> 'Same' ORDER BY id") == [
         ("kol_1", "B newer"), ("kol_2", "A newer"), ("kol_3", "B only")
     ]
+    assert query(copy, "SELECT count(*), count(DISTINCT id) FROM kols") == [(11, 11)]

@@ -39,17 +39,21 @@ def _erase_killed_before_deleting_files(data_dir: Path, kol_id: str) -> None:
     assert killed.returncode == -signal.SIGKILL
 
 
-def _live_data_files(env: dict[str, str]) -> set[str]:
+def _live_files(env: dict[str, str]) -> set[str]:
+    """The data and position-delete files of each table's current snapshot."""
     catalog = open_catalog(env[ICEBERG_CATALOG_URL_ENV], env[ICEBERG_WAREHOUSE_ENV])
     files = set()
     for identifier in catalog.list_tables("commops"):
         table = catalog.load_table(identifier)
-        files |= {task.file.file_path.split("/", 3)[3] for task in table.scan().plan_files()}
+        files |= {entry.data_file.file_path.split("/", 3)[3] for manifest in table.current_snapshot().manifests(table.io)
+                  for entry in manifest.fetch_manifest_entry(table.io)}
     return files
 
 
 def test_erase_removes_the_person_from_the_iceberg_tables_and_every_file_of_their_old_snapshots(
         iceberg_env, make_service, s3, tmp_path, monkeypatch):
+    from service.store import db, kols
+
     service, kol_id, data_dir = planted_and_synced(make_service, tmp_path, monkeypatch)
     _change_title(service, kol_id)
     sync(service, data_dir, enrich_details_limit=20)  # the person's new version: their old one is in a snapshot
@@ -58,7 +62,8 @@ def test_erase_removes_the_person_from_the_iceberg_tables_and_every_file_of_thei
     assert any(".parquet (reader)" in h for h in planted) and any(".avro (reader)" in h for h in planted), planted
 
     located = _cli("privacy", "locate", "--kol", kol_id, "--data-dir", str(data_dir))
-    assert "iceberg        1 row(s) hold the person  commops.kols\n" in located, located
+    # Two in the current snapshot's data files: the new version, and the old one a position-delete file deletes
+    assert "iceberg        2 row(s) hold the person  commops.kols\n" in located, located
     assert "  commops.kols@snapshot " in located and "  commops.kol_details\n" in located
 
     _erase_killed_before_deleting_files(data_dir, kol_id)
@@ -67,17 +72,21 @@ def test_erase_removes_the_person_from_the_iceberg_tables_and_every_file_of_thei
     assert "Erased" in output
     assert s3_hits(s3, bucket, NEEDLES) == [] and _hits(data_dir) == []
     copy = read_back(iceberg_env, tmp_path / "from_iceberg.duckdb", PERSON_TABLES)
-    assert {t: d[1:] for t, d in differences(data_dir / "analytics.duckdb", copy, PERSON_TABLES).items()} == {
+    assert {t: d[1:] for t, d in differences(data_dir / "analytics.duckdb", copy, PERSON_TABLES, stamps=False).items()} == {
         t: (0, 0) for t in PERSON_TABLES}  # the other KOLs kept, the person in neither
     assert query(copy, "SELECT count(*) FROM kols") == [(10,)]
     assert "Nothing left to erase" in _cli("privacy", "erase", "--kol", kol_id, "--data-dir", str(data_dir))
 
-    # Retention a week later: every snapshot but the current expires (each sync wrote one per table).
-    before = {k for k in s3.keys(bucket) if k.endswith(".parquet")}
+    # Retention a week later: every snapshot but the current expires (a sync writes one per table it changes).
+    other = query(data_dir / "analytics.duckdb", f"SELECT id FROM kols WHERE id <> '{kol_id}' LIMIT 1")[0][0]
+    with service.connect() as conn, db.transaction(conn):
+        kols.update_kol(conn, service.org_id, other, {"title": "Dean"})
+    sync(service, data_dir)
+    before = {k for k in s3.keys(bucket) if not k.endswith(".metadata.json")}  # an expiry adds one (kept)
     removed = apply_retention(data_dir, date.fromisoformat(today()) + timedelta(days=8), days=7)
     assert removed.iceberg_snapshots > 0
-    after = {k for k in s3.keys(bucket) if k.endswith(".parquet")}
-    assert after == _live_data_files(iceberg_env) and after < before  # only the current snapshots' files left
+    after = {k for k in s3.keys(bucket) if not k.endswith(".metadata.json")}  # only the current snapshots' files
+    assert {k for k in after if k.endswith(".parquet")} == _live_files(iceberg_env) and after < before
     copy = read_back(iceberg_env, tmp_path / "from_iceberg.duckdb", PERSON_TABLES)
-    assert {t: d[1:] for t, d in differences(data_dir / "analytics.duckdb", copy, PERSON_TABLES).items()} == {
+    assert {t: d[1:] for t, d in differences(data_dir / "analytics.duckdb", copy, PERSON_TABLES, stamps=False).items()} == {
         t: (0, 0) for t in PERSON_TABLES}
