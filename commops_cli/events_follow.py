@@ -1,7 +1,8 @@
-"""`commops events follow` (commops_cli/events.py): a long-lived applier. It runs `apply_webhook_events` in its own process as soon
-as an event is ready in the inbox, batch by batch, each a run recorded in the Dagster instance (the UI's run
-history and lineage, the failure sensors' alerts and counts), with no sensor tick and no process start in
-between. While it beats, `webhook_events_sensor` stands down (webhooks/follower.py)."""
+"""`commops events follow` (the command: commops_cli/events.py): a long-lived applier. It runs
+`apply_webhook_events` in its own process as soon as an event is ready in the inbox, batch by batch, each a run
+recorded in the Dagster instance (the UI's run history and lineage, the failure sensors' alerts and counts), with
+no sensor tick and no process start in between. While it beats, `webhook_events_sensor` stands down
+(webhooks/follower.py)."""
 
 from __future__ import annotations
 
