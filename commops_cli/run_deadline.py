@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 import re
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import click
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+AGAIN_SECONDS = 0.05  # after an interrupt Python could only report
 
 
 class DeadlineExpired(KeyboardInterrupt):
@@ -81,10 +83,20 @@ def _alarm(seconds: float | None, deadline: Deadline) -> Iterator[None]:
         deadline.expired = True
         raise DeadlineExpired()
 
-    previous = signal.signal(signal.SIGALRM, expire)
+    def swallowed(unraisable: sys.UnraisableHookArgs) -> None:
+        # The interrupt landed where Python cannot raise (a weakref or GC callback, a __del__) and only reports
+        # it: raise it again a moment later, in the run's own code.
+        if isinstance(unraisable.exc_value, DeadlineExpired):
+            signal.setitimer(signal.ITIMER_REAL, AGAIN_SECONDS)
+        else:
+            previous_hook(unraisable)
+
+    previous, previous_hook = signal.signal(signal.SIGALRM, expire), sys.unraisablehook
+    sys.unraisablehook = swallowed
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        sys.unraisablehook = previous_hook

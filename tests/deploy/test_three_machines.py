@@ -49,7 +49,7 @@ CHANGED = 4  # KOLs created, as many updated and as many archived after the nigh
 # All a writing machine keeps on its own disk: its Dagster config and step logs, its warehouse and copy, locks.
 # No lake (S3), no inbox and no Dagster storage (Postgres).
 OWN_FILES = re.compile(r"dagster_home/(dagster\.yaml|storage/[^/]+/compute_logs/[^/]+)"
-                       r"|data/(warehouse\.duckdb|analytics\.duckdb|warehouse\.lock|locks/[^/]+\.lock)"
+                       r"|data/(warehouse\.duckdb|analytics\.duckdb|analytics\.duckdb\.source\.json|warehouse\.lock|locks/[^/]+\.lock)"
                        # the marts this machine's nightly built beside its warehouse, and dbt's artifacts of that build
                        r"|data/(marts\.duckdb|\.marts-dbt/.+)"
                        # where no shared inbox is set, its alert incidents stay on the machine that saw them

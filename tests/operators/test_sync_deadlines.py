@@ -7,11 +7,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import weakref
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from commops_cli.commops import main
+from commops_cli.run_deadline import DeadlineExpired, run_deadline
 from tests.operators.silent_host import SilentHost
 from tests.spec_server import SpecServer
 
@@ -65,6 +69,22 @@ def test_timeout_bounds_a_whole_run_and_exits_124(tmp_path):
     assert last == ("commops sync failed: --timeout 4s expired; the run was stopped and no partial snapshot "
                     "was published"), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_deadline_that_expires_inside_a_weakref_callback_is_raised_again_in_the_run():
+    """Python cannot raise out of a weakref callback (it prints "Exception ignored" and goes on): the
+    deadline must not be lost there, or the run would go on past --timeout."""
+    class Held:
+        pass
+
+    started = time.monotonic()
+    with pytest.raises(DeadlineExpired):
+        with run_deadline(0.2):
+            held = Held()
+            reference = weakref.ref(held, lambda _: time.sleep(0.6))  # the alarm fires inside the callback
+            del held  # the callback runs now
+            time.sleep(5)
+    assert reference() is None and time.monotonic() - started < 2
 
 
 def test_a_malformed_timeout_is_a_usage_error(tmp_path):
