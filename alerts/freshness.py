@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from zoneinfo import ZoneInfo
 
 import dagster as dg
@@ -44,7 +45,11 @@ def hours_allowed(table: str, environment: dict[str, str] | None = None) -> floa
 def dagster_policy(table: str, timezone: str, environment: dict[str, str] | None = None) -> dg.FreshnessPolicy:
     """Dagster's FreshnessPolicy of the same deadline: loaded between the nightly run and its deadline
     (Dagster needs a window of 1 minute to 24 hours)."""
-    minutes = min(max(round(hours_allowed(table, environment) * 60), 1), 24 * 60)
+    return _cron_policy(min(max(round(hours_allowed(table, environment) * 60), 1), 24 * 60), timezone)
+
+
+@cache  # a policy computes its cron's ticks when made: once per process, not per run's Definitions
+def _cron_policy(minutes: int, timezone: str) -> dg.FreshnessPolicy:
     deadline = NIGHTLY_HOUR * 60 + minutes
     return dg.FreshnessPolicy.cron(deadline_cron=f"{deadline % 60} {deadline // 60 % 24} * * *",
                                    lower_bound_delta=timedelta(minutes=minutes), timezone=timezone)

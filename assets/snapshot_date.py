@@ -8,6 +8,7 @@ midnight still writes one snapshot date throughout.
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -25,6 +26,19 @@ def snapshot_date(context: dg.AssetExecutionContext) -> str:
 
 
 def run_snapshot_date(instance: dg.DagsterInstance, run_id: str) -> str:
-    record = instance.get_run_record_by_id(run_id)
-    created = record.create_timestamp if record is not None else datetime.now(ZoneInfo("UTC"))
+    created = _RUN_CREATED.get(run_id)
+    if created is None:
+        record = instance.get_run_record_by_id(run_id)
+        if record is None:
+            return today()
+        created = record.create_timestamp
+        with _RUN_CREATED_LOCK:
+            _RUN_CREATED[run_id] = created
+            if len(_RUN_CREATED) > 256:  # a long-lived process (the events follower) runs many
+                del _RUN_CREATED[next(iter(_RUN_CREATED))]
     return created.astimezone(ZoneInfo(load_settings().timezone)).strftime("%Y-%m-%d")
+
+
+# A run's creation time never changes: every step of a run asks for it, and asked the run storage each time.
+_RUN_CREATED: dict[str, datetime] = {}
+_RUN_CREATED_LOCK = threading.Lock()
