@@ -114,20 +114,27 @@ def test_a_size_a_peer_did_not_finish_says_why_with_its_error():
     assert "- airbyte at 1,000,000 KOLs: duckdb.OutOfMemoryException: could not allocate block" in page
 
 
-def test_the_hand_written_crm_section_is_kept_until_the_crm_figures_are_newer(tmp_path, monkeypatch):
+def test_hand_written_notes_survive_every_render_under_their_section_and_newer_crm_figures_show(tmp_path, monkeypatch):
     import benchmarks.__main__ as harness
 
     monkeypatch.setattr(harness, "DOCS", tmp_path)
     measured = {"date": "2026-11-24 16:38 UTC", "command": "python benchmarks/crm_matching.py scale --write",
-                "kols": 1000, "contacts": 1000, "runs": [1.0], "cpu": [1.0], "median_seconds": 1.0,
+                "kols": 1000, "contacts": 1000, "runs": [1.0], "cpu": [1.9], "median_seconds": 1.0,
                 "peak_rss_mb": 100, "threads": 2, "memory_limit": "1GB"}
     (tmp_path / "benchmarks-crm-matching.json").write_text(json.dumps({"scale": measured}))
-    (tmp_path / "benchmarks-crm-matching.md").write_text(
-        "\n## CRM probable matches\n\nScale, measured 2026-11-24 16:38 UTC: before and after, by hand.\n")
+    (tmp_path / harness.NOTES).write_text("# Notes\n\nAbout the notes file.\n\n## CRM probable matches\n\n"
+                                          "How the threshold came to be, by hand.\n\n## A section gone from the page\n\n"
+                                          "Still said.\n")
 
-    assert "before and after, by hand" in write_page(renderable({"kols": 100_000}), None)
-
-    (tmp_path / "benchmarks-crm-matching.json").write_text(json.dumps({"scale": {**measured, "date": "2026-11-25 09:00 UTC"}}))
     page = write_page(renderable({"kols": 100_000}), None)
-    assert "before and after, by hand" not in page
-    assert "Scale, measured 2026-11-25 09:00 UTC" in page
+    (tmp_path / "benchmarks-crm-matching.json").write_text(
+        json.dumps({"scale": {**measured, "date": "2026-11-25 09:00 UTC", "median_seconds": 31.0}}))
+    newer = write_page(renderable({"kols": 100_000}), None)
+
+    for rendered, date, verdict in ((page, "2026-11-24 16:38 UTC", "met"), (newer, "2026-11-25 09:00 UTC", "missed")):
+        crm = rendered.split("## CRM probable matches")[1].split("\n## ")[0]
+        assert f"Scale, measured {date}" in crm
+        assert f"aims **{verdict}**" in crm
+        assert crm.rstrip().endswith("How the threshold came to be, by hand.")
+        assert "## A section gone from the page\n\nStill said." in rendered.split("## Caveats")[0]
+        assert "About the notes file" not in rendered
