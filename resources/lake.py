@@ -45,7 +45,8 @@ class StagedSnapshot:
     out). Given `digest` fields, each row also carries its digest (resources/digest.py), hashed as it is
     written, and given a `previous` snapshot file too, the rows that differ from it go to a side file as
     well (`changes`; resources/changed_rows.py), compared within ranges of the list's `sort` key. It owns
-    a small DuckDB connection (`conn`) for hashing, finishing and the checks that read it."""
+    a small DuckDB connection (`conn`: a cursor of the process's staging database) for hashing, finishing and
+    the checks that read it."""
 
     def __init__(self, staging: Path, schema: pa.Schema, *, key: str, newest_by: str, digest: tuple[str, ...] = (),
                  previous: Path | None = None, sort: str | None = None, replaces: str | None = None):
@@ -71,7 +72,7 @@ class StagedSnapshot:
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
         if self._conn is None:
-            self._conn = duckdb.connect(config={"memory_limit": "64MB", "threads": 2})
+            self._conn = _staging_database(os.getpid()).cursor()
         return self._conn
 
     @property
@@ -162,6 +163,14 @@ class StagedSnapshot:
             for batch in reader:
                 writer.write_table(pa.Table.from_batches([batch]).cast(self.changes.schema))
         kept.replace(changes)
+
+
+@cache
+def _staging_database(pid: int) -> duckdb.DuckDBPyConnection:
+    """The in-memory DuckDB every snapshot of this process stages with, each through a cursor of its own (its
+    temporary tables and registered views its own). Opening a database costs tens of milliseconds, a cursor
+    nothing; snapshots are staged one at a time. Per pid: a forked child opens its own."""
+    return duckdb.connect(config={"memory_limit": "64MB", "threads": 2})
 
 
 class LakeResource(dg.ConfigurableResource):
