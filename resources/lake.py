@@ -29,6 +29,7 @@ from resources.digest import DIGEST_COLUMN, DIGEST_FIELD, digest_sql
 from resources.files import fsync_dir, pid_alive
 from resources.lake_s3 import S3Lake
 from resources.object_store import endpoint_url, region
+from resources.process_databases import process_database
 from resources.sql import read_parquet
 
 LAKE_DIR = "lake"
@@ -45,7 +46,8 @@ class StagedSnapshot:
     out). Given `digest` fields, each row also carries its digest (resources/digest.py), hashed as it is
     written, and given a `previous` snapshot file too, the rows that differ from it go to a side file as
     well (`changes`; resources/changed_rows.py), compared within ranges of the list's `sort` key. It owns
-    a small DuckDB connection (`conn`: a cursor of the process's staging database) for hashing, finishing and
+    a small DuckDB connection (`conn`: a cursor of a database the process keeps, resources/process_databases.py)
+    for hashing, finishing and
     the checks that read it."""
 
     def __init__(self, staging: Path, schema: pa.Schema, *, key: str, newest_by: str, digest: tuple[str, ...] = (),
@@ -72,7 +74,7 @@ class StagedSnapshot:
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
         if self._conn is None:
-            self._conn = _staging_database(os.getpid()).cursor()
+            self._conn = process_database("64MB", 2).cursor()
         return self._conn
 
     @property
@@ -163,14 +165,6 @@ class StagedSnapshot:
             for batch in reader:
                 writer.write_table(pa.Table.from_batches([batch]).cast(self.changes.schema))
         kept.replace(changes)
-
-
-@cache
-def _staging_database(pid: int) -> duckdb.DuckDBPyConnection:
-    """The in-memory DuckDB every snapshot of this process stages with, each through a cursor of its own (its
-    temporary tables and registered views its own). Opening a database costs tens of milliseconds, a cursor
-    nothing; snapshots are staged one at a time. Per pid: a forked child opens its own."""
-    return duckdb.connect(config={"memory_limit": "64MB", "threads": 2})
 
 
 class LakeResource(dg.ConfigurableResource):

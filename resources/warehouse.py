@@ -33,6 +33,7 @@ from resources.digest import DIGEST_COLUMN, DIGEST_COMMENT, content_fields, dige
 from resources.files import holding_lock, pid_alive
 from resources.marts import MARTS_FILE, copy_marts_into
 from resources.orgs import DEFAULT_ORG
+from resources.process_databases import attached
 from resources.published_changes import FileState, NotInStep, Touched, Write, apply_touched, in_step, record_source, sidecar
 from resources.sql import sql_literal
 
@@ -573,13 +574,12 @@ class WarehouseResource(dg.ConfigurableResource):
         Path(self.data_dir).mkdir(parents=True, exist_ok=True)
         with self._exclusive_lock(log):
             write = Write(FileState.of(self.path), touched=[] if track else None)
-            conn = self._connect(threads=threads, memory_limit=memory_limit)
             try:
-                yield WarehouseSession(conn, write.touched)
-                conn.execute("CHECKPOINT")
+                with self._session(threads=threads, memory_limit=memory_limit) as conn:
+                    yield WarehouseSession(conn, write.touched)
+                    conn.execute("CHECKPOINT")
             finally:
-                conn.close()
-                write.after = FileState.of(self.path)
+                write.after = FileState.of(self.path)  # the file closed: the session's detached it
                 self._writes.append(write)
 
     def publish_analytics(self, log: Any = None) -> Path:
@@ -603,7 +603,8 @@ class WarehouseResource(dg.ConfigurableResource):
                     _info(log, f"analytics.duckdb lacks the warehouse's {table} as it stands: publishing the whole copy")
                     temp.unlink(missing_ok=True)
             if not self.path.exists():  # nothing written yet: publish an empty warehouse
-                self._connect().close()
+                with self._session():
+                    pass
             shutil.copyfile(self.path, temp)
             self._add_marts(temp)
             self._last_publish = "whole warehouse"
@@ -676,22 +677,16 @@ class WarehouseResource(dg.ConfigurableResource):
         with self._exclusive_lock(log):
             yield
 
-    def _connect(self, *, threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
-        conn = duckdb.connect(
-            config={"memory_limit": memory_limit or self.memory_limit, "threads": threads or self.threads,
-                    "file_search_path": self.data_dir},
-        )
-        try:
-            # Attached, not opened, for its row group size (an option of ATTACH only), under the name opening
-            # the file gives it.
-            conn.execute(f"ATTACH {sql_literal(str(self.path))} AS {WAREHOUSE_DATABASE} "
-                         f"(ROW_GROUP_SIZE {self.row_group_size})")
-            conn.execute(f"USE {WAREHOUSE_DATABASE}")
+    @contextmanager
+    def _session(self, *, threads: int | None = None,
+                 memory_limit: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        # Attached, not opened, for its row group size (an option of ATTACH only), under the name opening the
+        # file gives it; to the process's database of this configuration (resources/process_databases.py).
+        with attached(str(self.path), WAREHOUSE_DATABASE, f"(ROW_GROUP_SIZE {self.row_group_size})",
+                      memory_limit=memory_limit or self.memory_limit, threads=threads or self.threads,
+                      file_search_path=self.data_dir) as conn:
             conn.execute("SET preserve_insertion_order = false")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+            yield conn
 
     @contextmanager
     def _exclusive_lock(self, log: Any) -> Iterator[None]:
