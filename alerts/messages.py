@@ -24,7 +24,7 @@ def one_line(text: str) -> str:
 @dataclass(frozen=True)
 class Alert:
     incident: str  # the incident's key: one alert per key until it is resolved
-    kind: str  # run_failed, check_failed, stale, quarantined, backlog, receiver_silent
+    kind: str  # run_failed, check_failed, stale, quarantined, backlog, receiver_silent, follower_stopped
     org: str
     subject: str  # "job nightly_sync", "asset warehouse/kols", "check lake/kols:ids_unique_and_prefixed", "inbox"
     cause: str  # one line

@@ -19,11 +19,12 @@ import dagster as dg
 from alerts.alerter import Alerter
 from alerts.freshness import judge
 from alerts.receiver import review_receiver
-from alerts.runs import check_evaluations, failed_by_checks_alone, failure_cause, run_org
+from alerts.runs import EVERY_ORG, check_evaluations, failed_by_checks_alone, failure_cause, run_org
 from commops_spec.timestamps import parse_timestamp
 from resources.orgs import Org
 from resources.inbox import Inbox
 
+FOLLOWER_INCIDENT = "follower"
 UNKNOWN_ORG = "unknown"  # events whose organization_id no registered organization has
 
 
@@ -47,6 +48,18 @@ def review_run(instance: dg.DagsterInstance, run: dg.DagsterRun, alerter: Alerte
         alerter.alert(f"check/{check}/{org}", "check_failed", org, f"check {check}",
                       f"{evaluation.description or 'failed'} (blocking): {evaluation.asset_key.to_user_string()} "
                       f"and what depends on it were not loaded; job {job} failed", run.run_id)
+
+
+def review_follower(alerter: Alerter, follower: str, *, alive: bool, runs_failed: int = 0) -> None:
+    """The events follower (`commops events follow`): an incident from the sensor's tick that finds it stopped,
+    resolved when a follower beats again."""
+    if alive:
+        alerter.recover(FOLLOWER_INCIDENT, EVERY_ORG, "events follower", f"{follower} applies webhook events again")
+        return
+    alerter.alert(FOLLOWER_INCIDENT, "follower_stopped", EVERY_ORG, "events follower",
+                  f"{follower} stopped beating: webhook_events_sensor applies the events now, each change in about a "
+                  "minute instead of seconds; start commops events follow again"
+                  + (f"; {runs_failed} run(s) it left unfinished marked failed" if runs_failed else ""))
 
 
 def review_inbox(inbox: Inbox, orgs: list[Org], alerter: Alerter, now: datetime | None = None) -> None:

@@ -35,7 +35,7 @@ import dagster as dg
 
 from alerts.alerter import opened_alerter
 from alerts.status import TABLES
-from alerts.watch import review_freshness, review_inbox, review_run
+from alerts.watch import review_follower, review_freshness, review_inbox, review_run
 from assets.partitions import ORGS
 from assets.webhooks import APPLY_STEP, BATCH_LIMIT, event_ids_of, run_config
 from webhooks.follower import Watch, fail_runs_of_gone_followers, read_beat, write_beat
@@ -110,15 +110,20 @@ def partitions_to_add(instance: dg.DagsterInstance, names: list[str]) -> list[dg
 def webhook_events_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource, orgs: OrgsResource) -> dg.SensorResult:
     previous = json.loads(context.cursor) if context.cursor else {}
     beat = read_beat(context.instance)
-    following, watch = Watch.from_dict(previous.get("follower")).observe(beat, time.time())
+    watched = Watch.from_dict(previous.get("follower"))
+    following, watch = watched.observe(beat, time.time())
     if following:
+        if watched.token is None:  # a follower at work again: its incident, if one is open, is resolved
+            _review_follower(inbox, beat.follower, alive=True)
         return dg.SensorResult(skip_reason=f"the events follower {beat.follower} applies them (commops events follow)",
                                cursor=json.dumps({"follower": watch.as_dict()}, sort_keys=True))
     if beat is not None:  # once: the beat is cleared, and comes back only if the follower does
         failed = fail_runs_of_gone_followers(context.instance, APPLY_WEBHOOK_EVENTS, live=None)
         write_beat(context.instance, None)
+        watch = Watch()
         context.log.warning(f"the events follower {beat.follower} stopped beating: the sensor applies the events"
                             + (f"; {len(failed)} run(s) it left unfinished marked failed" if failed else ""))
+        _review_follower(inbox, beat.follower, alive=False, runs_failed=len(failed))
     known = orgs.all()
     requests, figures = next_requests(context.instance, inbox, known)
     # observability only: the inbox decides what is pending
@@ -162,6 +167,12 @@ def orgs_sensor(context: dg.SensorEvaluationContext, orgs: OrgsResource) -> dg.S
 def webhook_events_failure_sensor(context: dg.RunFailureSensorContext, inbox: InboxResource) -> None:
     message = (context.failure_event.message or "").strip().splitlines()
     count_failure(inbox, context.dagster_run, f"run failed: {message[0][:400] if message else 'no message'}", context.log)
+
+
+def _review_follower(inbox: InboxResource, follower: str, **state) -> None:
+    with opened_alerter(inbox.location) as alerter:
+        review_follower(alerter, follower, **state)
+        alerter.deliver()
 
 
 def _review(context: dg.RunStatusSensorContext, inbox: InboxResource) -> None:

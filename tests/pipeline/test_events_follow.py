@@ -23,6 +23,7 @@ from pipelines.sensors import webhook_events_sensor
 from resources.orgs import OrgsResource
 from resources.warehouse import WarehouseResource
 from resources.webhooks import InboxResource
+from alerts.alerter import opened_alerter
 from sync.catalog import CATALOG, PRODUCTS
 from sync.records import RecordConverter
 from tests.pipeline.sync_support import query, sync
@@ -125,6 +126,20 @@ def test_when_the_follower_stops_beating_the_sensor_fails_its_unfinished_run_and
     assert event_ids_of(request.run_config) == [event.id]
     assert stack.execute(request).success
     assert _full_name(stack.analytics, kol["id"]) == "Hal Handover"
+    [incident] = _open_incidents(stack)  # the operators are told, once
+    assert (incident.incident, incident.kind) == ("follower", "follower_stopped")
+    assert "gone-host:4242 stopped beating" in incident.cause and "1 run(s)" in incident.cause
+    assert _tick(stack, instance, cursor=taken_over.cursor).skip_reason is not None
+    assert len(_open_incidents(stack)) == 1
+
+    write_beat(instance, Beat("new-host:77", 1))  # a follower at work again resolves it
+    assert "new-host:77" in _tick(stack, instance, cursor=taken_over.cursor).skip_reason.skip_message
+    assert _open_incidents(stack) == []
+
+
+def _open_incidents(stack: Stack) -> list:
+    with opened_alerter(InboxResource(data_dir=str(stack.data_dir)).location) as alerter:
+        return alerter.store.open_incidents()
 
 
 def _product_rows(name: str, day: int, product_id: str) -> pa.Table:
