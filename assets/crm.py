@@ -98,9 +98,11 @@ def crm_contacts(
     else:
         rows, watermark, published = _extract_all(context, crm, lake, warehouse, org, date)
         read, deleted = rows, 0
-        if changes is not None:
-            with warehouse.writer(context.log) as session:
+        with warehouse.writer(context.log) as session:
+            if changes is not None:
                 contact_changes.record(session.conn, org, crm.source_name, watermark, full=True, rows=rows)
+            else:
+                contact_changes.forget(session.conn, org)
     mode = "full" if since is None else "changes"
     context.log.info(f"crm/contacts: {rows:,} contacts from {crm.source_name} ({mode} extract: {read:,} read, "
                      f"{deleted:,} deleted)")

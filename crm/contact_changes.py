@@ -78,6 +78,12 @@ def record(conn: Any, org: str, source: str, watermark: datetime | None, *, full
         raise
 
 
+def forget(conn: Any, org: str) -> None:
+    """No state for `org`: its contacts came from elsewhere (a report export), so the next Salesforce extract is full."""
+    ensure_tables(conn)
+    conn.execute(f"DELETE FROM {EXTRACT_TABLE} WHERE org = ?", [org])
+
+
 def _has_contacts(conn: Any, org: str) -> bool:
     present = conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = current_schema()",
                            [CONTACTS_TABLE]).fetchone()[0]
