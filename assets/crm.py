@@ -17,8 +17,9 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 import dagster as dg
+import pyarrow.compute as pc
 
-from crm import approvals, report, review, tables, writeback
+from crm import approvals, contact_changes, report, review, tables, writeback
 from crm.probable import DEFAULT_THRESHOLD
 from crm.reconcile import DEFAULT_RULES, org_contacts, org_kols, reconcile
 from crm.tables import AUDIT_TABLE, CONTACTS_TABLE, DEFAULT_ORG, RESULT_TABLE
@@ -27,8 +28,9 @@ from assets.partitions import ORGS, partition_org
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.crm.errors import CrmError
 from resources.crm.settings import CrmSettings
-from resources.crm.mapping import CONTACT_SCHEMA
+from resources.crm.mapping import CHANGES_SCHEMA, CONTACT_SCHEMA
 from resources.lake import LakeResource
+from resources import sql
 from resources.sql import read_parquet, sql_literal
 from resources.warehouse import WarehouseResource
 
@@ -86,25 +88,88 @@ def crm_contacts(
     started = time.monotonic()
     org = partition_org(context)
     date = run_snapshot_date(context)
-    rows = 0
-    with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as staged:
-        for batch in crm.iter_contacts():
-            staged.write(batch)
-            if (rows + batch.num_rows) // PROGRESS_EVERY > rows // PROGRESS_EVERY:
-                context.log.info(f"crm/contacts: {rows + batch.num_rows:,} contacts read from {crm.source_name}")
-            rows += batch.num_rows
-        staged.finish()
-    with lake.local_snapshot(org, CONTACTS_LAKE, date) as snapshot, warehouse.writer(context.log) as session:
-        replace_contacts(session.conn, org, read_parquet(snapshot), crm.source_name)
-    context.log.info(f"crm/contacts: {rows:,} contacts from {crm.source_name}")
+    changes = getattr(crm, "iter_contact_changes", None)  # Salesforce: SystemModstamp and IsDeleted (crm/contact_changes.py)
+    since = None
+    if changes is not None:
+        with warehouse.writer(context.log) as session:
+            since = contact_changes.since(session.conn, org, crm.source_name)
+    if since is not None:
+        rows, read, deleted, watermark, published = _merge_changes(context, crm, lake, warehouse, org, date, since)
+    else:
+        rows, watermark, published = _extract_all(context, crm, lake, warehouse, org, date)
+        read, deleted = rows, 0
+        with warehouse.writer(context.log) as session:
+            if changes is not None:
+                contact_changes.record(session.conn, org, crm.source_name, watermark, full=True, rows=rows)
+            else:
+                contact_changes.forget(session.conn, org)
+    mode = "full" if since is None else "changes"
+    context.log.info(f"crm/contacts: {rows:,} contacts from {crm.source_name} ({mode} extract: {read:,} read, "
+                     f"{deleted:,} deleted)")
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": rows,
             "source": crm.source_name,
-            "snapshot": dg.MetadataValue.path(str(staged.published)),
+            "snapshot": dg.MetadataValue.path(str(published)),
+            "extract": mode,
+            "rows_read": read,
+            "contacts_deleted": deleted,
             "duration_seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
         }
     )
+
+
+def _extract_all(context: dg.AssetExecutionContext, crm: CrmSource, lake: LakeResource, warehouse: WarehouseResource,
+                 org: str, date: str) -> tuple[int, Any, Any]:
+    """Every contact into the lake's snapshot, then the organization's rows of crm_contacts replaced. Returns
+    (rows, the latest SystemModstamp read or None, the published snapshot)."""
+    changes = getattr(crm, "iter_contact_changes", None)
+    rows, watermark = 0, None
+    with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as staged:
+        for batch in (changes(None) if changes is not None else crm.iter_contacts()):
+            if changes is not None:
+                latest = pc.max(batch.column("system_modstamp")).as_py()
+                watermark = max(filter(None, (watermark, latest)), default=None)
+                batch = batch.select(CONTACT_SCHEMA.names)
+            staged.write(batch)
+            _progress(context, crm, rows, batch.num_rows)
+            rows += batch.num_rows
+        staged.finish()
+    with lake.local_snapshot(org, CONTACTS_LAKE, date) as snapshot, warehouse.writer(context.log) as session:
+        replace_contacts(session.conn, org, read_parquet(snapshot), crm.source_name)
+    return rows, watermark, staged.published
+
+
+def _merge_changes(context: dg.AssetExecutionContext, crm: CrmSource, lake: LakeResource, warehouse: WarehouseResource,
+                   org: str, date: str, since: Any) -> tuple[int, int, int, Any, Any]:
+    """The contacts changed or deleted since `since`, staged in a scratch file (the CRM is read outside the
+    writer lock), merged into crm_contacts; the lake's snapshot of the date is the merged table. Returns (its
+    rows, rows read, contacts deleted, the latest SystemModstamp read or None, the published snapshot)."""
+    rows, watermark = 0, None
+    with lake.snapshot(org, CONTACTS_LAKE + "_changes", date, CHANGES_SCHEMA, key="Id", publish=False) as staged:
+        for batch in crm.iter_contact_changes(since):
+            latest = pc.max(batch.column("system_modstamp")).as_py()
+            watermark = max(filter(None, (watermark, latest)), default=None)
+            staged.write(batch)
+            _progress(context, crm, rows, batch.num_rows)
+            rows += batch.num_rows
+        staged.finish()
+        with warehouse.writer(context.log) as session:
+            _, deleted = contact_changes.merge(session.conn, org, read_parquet(staged.path))
+            contact_changes.record(session.conn, org, crm.source_name, watermark, full=False, rows=rows, deleted=deleted)
+            with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as snapshot:
+                columns = ", ".join(f'"{name}"' for name in CONTACT_SCHEMA.names)
+                reader = sql.cursor(session.conn).sql(
+                    f"SELECT {columns} FROM {CONTACTS_TABLE} WHERE org = {sql_literal(org)}").to_arrow_reader(50_000)
+                for batch in reader:
+                    snapshot.write(batch.cast(CONTACT_SCHEMA))
+                total = snapshot.finish()
+    return total, rows, deleted, watermark, snapshot.published
+
+
+def _progress(context: dg.AssetExecutionContext, crm: CrmSource, rows: int, more: int) -> None:
+    if (rows + more) // PROGRESS_EVERY > rows // PROGRESS_EVERY:
+        context.log.info(f"crm/contacts: {rows + more:,} contacts read from {crm.source_name}")
 
 
 def replace_contacts(conn: Any, org: str, source: str, source_name: str) -> None:

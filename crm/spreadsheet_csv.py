@@ -47,9 +47,37 @@ def write(conn: duckdb.DuckDBPyConnection, query: str, header: Sequence[str], pa
         writer = csv.writer(out, lineterminator="\r\n")
         writer.writerow(header)
         for batch in cursor.sql(query).to_arrow_reader(BATCH_ROWS):
-            writer.writerows(rows(neutralise(batch)))
+            if batch.num_rows:
+                out.write(lines(neutralise(batch)))
             count += batch.num_rows
     return count
+
+
+def lines(batch: pa.RecordBatch) -> str:
+    """The CRLF-ended lines csv.writer (minimal quoting) writes for `batch`'s rows, made column by column in Arrow:
+    a value is str() of it (True, 0.95; None is empty), quoted when it holds a comma, a quote, CR or LF."""
+    cells = [_cells(column) for column in batch.columns]
+    joined = pc.binary_join_element_wise(*cells, ",", null_handling="replace", null_replacement="")
+    ended = pc.binary_join_element_wise(joined, "\r\n", "")
+    return pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(ended)], pa.int32()), ended), "")[0].as_py()
+
+
+def _cells(column: pa.Array) -> pa.Array:
+    type_ = column.type
+    if pa.types.is_null(type_):
+        return pa.nulls(len(column), pa.string())
+    if pa.types.is_boolean(type_):
+        return pc.if_else(column, "True", "False")
+    if not _is_text(type_):  # numbers and the rest: Python's own str() of the values present
+        present = pc.is_valid(column)
+        texts = pa.array([str(value) for value in column.filter(present).to_pylist()], pa.string())
+        return pc.replace_with_mask(pa.nulls(len(column), pa.string()), present, texts)
+    text = column.cast(pa.string())
+    special = pc.fill_null(pc.match_substring_regex(text, '[,"\r\n]'), False)
+    if not pc.any(special).as_py():
+        return text
+    quoted = pc.binary_join_element_wise('"', pc.replace_substring(text.filter(special), '"', '""'), '"', "")
+    return pc.replace_with_mask(text, special, quoted)
 
 
 def rows(data: pa.Table | pa.RecordBatch) -> zip:

@@ -16,6 +16,7 @@ AUDIT_TABLE = "crm_writeback_audit"
 PLAN_TABLE = "crm_writeback_plan"
 APPROVALS_TABLE = "crm_writeback_approvals"
 MASTERS_TABLE = "crm_duplicate_masters"
+EXTRACT_TABLE = "crm_extract_state"
 CONTACTS_TABLE = "crm_contacts"
 DEFAULT_ORG = "default"
 ORG = ("org", "VARCHAR", "Organization the row belongs to (the `orgs` partition; `default` in a single-organization setup)")
@@ -171,6 +172,21 @@ TABLES: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
             ("master_crm_id", "VARCHAR", "The contact to keep"),
             ("user", "VARCHAR", "Who chose"),
             ("at", "TIMESTAMPTZ", "When (UTC)"),
+        ),
+    ),
+    (
+        EXTRACT_TABLE,
+        "Where the next contacts' extract of each organization starts (key org + source; replaced per extract): "
+        "Salesforce contacts whose SystemModstamp is at or after the watermark, deleted ones included, are merged "
+        "into crm_contacts; a full extract when there is none or the last full one is older than a week.",
+        (
+            ORG,
+            ("source", "VARCHAR", "CRM the contacts came from (salesforce)"),
+            ("watermark", "TIMESTAMPTZ", "The latest SystemModstamp extracted so far (UTC)"),
+            ("full_extract_at", "TIMESTAMPTZ", "When the last full extract ran (UTC)"),
+            ("extracted_at", "TIMESTAMPTZ", "When the last extract, full or incremental, ran (UTC)"),
+            ("rows_read", "BIGINT", "Rows the last extract read (changed and deleted ones on an incremental night)"),
+            ("rows_deleted", "BIGINT", "Contacts the last incremental extract found deleted (IsDeleted) and removed"),
         ),
     ),
 )

@@ -223,6 +223,16 @@ class ContactStore:
             record.update(values, LastModifiedDate=now, SystemModstamp=now)
             self._index(record, old_external)
 
+    def delete(self, contact_id: str) -> None:
+        """Move a contact to the recycle bin, as Salesforce's delete does: IsDeleted, SystemModstamp moves; only
+        queryAll sees it from then on."""
+        with self.lock:
+            record = self.contacts.get(contact_id)
+            if record is None or record["IsDeleted"]:
+                raise StoreError("NOT_FOUND", "The requested resource does not exist", status=404)
+            record.update(IsDeleted=True, SystemModstamp=datetime.now(timezone.utc))
+            self._index({}, record.get(self.external_id_field) if self.external_id_field else None)
+
     def upsert(self, field: str, key: str, data: dict) -> tuple[str, bool]:
         """(id, created) of an upsert by external id (or Id); 300 MULTIPLE_CHOICES when several match."""
         with self.lock:

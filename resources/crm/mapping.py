@@ -61,6 +61,10 @@ CONTACT_SCHEMA = pa.schema([
     _field("external_id", pa.string(), "The external-id field (default KOL_Id__c, the KOL id); NULL when the org lacks it"),
     _field("custom", pa.string(), "JSON object of the admin-mapped custom fields {canonical name: value}; NULL when none are mapped"),
 ])
+# An incremental extract's rows (resources/crm/salesforce.py iter_contact_changes) carry two fields more.
+CHANGE_FIELDS = ("SystemModstamp", "IsDeleted")
+CHANGES_SCHEMA = CONTACT_SCHEMA.append(_field("system_modstamp", TIMESTAMP, "SystemModstamp (UTC)")).append(
+    _field("is_deleted", pa.bool_(), "IsDeleted: in the recycle bin (queryAll)"))
 
 
 def parse_custom_fields(value: str | Mapping[str, str] | None) -> dict[str, str]:
@@ -104,6 +108,14 @@ def _text(value: object) -> str | None:
     return text if text.strip() != "" else None
 
 
+def timestamps(column: pa.Array) -> pa.Array:
+    """A text column of Salesforce date-times as UTC timestamps (Arrow's cast, else parse_datetime row by row)."""
+    try:
+        return column.cast(TIMESTAMP)
+    except pa.ArrowInvalid:  # a spelling Arrow does not read (an offset without a colon): row by row
+        return pa.array([parse_datetime(value) for value in column.to_pylist()], TIMESTAMP)
+
+
 @dataclass(frozen=True)
 class ContactMapping:
     """Which Salesforce fields fill the canonical columns. `external_id_field` None: the org lacks one."""
@@ -142,11 +154,7 @@ class ContactMapping:
             return pc.if_else(pc.equal(pc.utf8_trim_whitespace(column), ""), pa.scalar(None, pa.string()), column)
 
         columns = {column: text(name) for column, name in STANDARD_FIELDS.items() if column != "last_modified"}
-        modified = text("LastModifiedDate")
-        try:
-            columns["last_modified"] = modified.cast(TIMESTAMP)
-        except pa.ArrowInvalid:  # a spelling Arrow does not read (an offset without a colon): row by row
-            columns["last_modified"] = pa.array([parse_datetime(value) for value in modified.to_pylist()], TIMESTAMP)
+        columns["last_modified"] = timestamps(text("LastModifiedDate"))
         columns["external_id"] = text(self.external_id_field)
         if self.custom_fields:
             values = {column: text(name).to_pylist() for column, name in self.custom_fields.items()}

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import UTC, datetime
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import requests
 from pydantic import Field, PrivateAttr
@@ -34,7 +36,8 @@ from urllib3.util.retry import Retry
 
 from resources.crm.base import MappedCrmResource, WriteResult
 from resources.crm.errors import CrmError
-from resources.crm.mapping import CONTACT_SCHEMA, ContactMapping, parse_custom_fields, to_batch
+from resources.crm.mapping import (CHANGE_FIELDS, CHANGES_SCHEMA, CONTACT_SCHEMA, ContactMapping, parse_custom_fields,
+                                   parse_datetime, timestamps, to_batch)
 
 T = TypeVar("T")
 CREDENTIALS_HINT = "check SALESFORCE_USERNAME, SALESFORCE_PASSWORD and SALESFORCE_SECURITY_TOKEN"
@@ -220,27 +223,41 @@ class SalesforceResource(MappedCrmResource):
 
     def iter_contacts(self, batch_size: int = 10_000) -> Iterator[pa.RecordBatch]:
         """All contacts as canonical RecordBatches of at most `batch_size` rows (REST ordered by Id)."""
+        for batch in self._contacts(None, batch_size):
+            yield batch.select(CONTACT_SCHEMA.names)
+
+    def iter_contact_changes(self, since: datetime | None, batch_size: int = 10_000) -> Iterator[pa.RecordBatch]:
+        """The contacts whose SystemModstamp is at or after `since`, deleted ones included (queryAll: they carry
+        is_deleted, until Salesforce purges its recycle bin), as CHANGES_SCHEMA batches; every live contact when
+        `since` is None."""
+        yield from self._contacts(since, batch_size)
+
+    def _contacts(self, since: datetime | None, batch_size: int) -> Iterator[pa.RecordBatch]:
         mapping = self.mapping
-        fields = mapping.soql_fields()
-        if self.count_contacts() > self.bulk_threshold:
-            yield from self._bulk_contacts(format_soql("SELECT {:literal} FROM Contact", ", ".join(fields)), mapping, batch_size)
+        fields = ", ".join([*mapping.soql_fields(), *CHANGE_FIELDS])
+        where = "" if since is None else format_soql(" WHERE SystemModstamp >= {}", since.astimezone(UTC))
+        deleted = since is not None
+        count = self._call(lambda sf: sf.query("SELECT COUNT() FROM Contact" + where, include_deleted=deleted))
+        if int(count["totalSize"]) > self.bulk_threshold:
+            yield from self._bulk_contacts(f"SELECT {fields} FROM Contact{where}", mapping, batch_size, deleted)
             return
-        soql = format_soql("SELECT {:literal} FROM Contact ORDER BY Id", ", ".join(fields))
+        soql = f"SELECT {fields} FROM Contact{where} ORDER BY Id"
         # query + query_more page by page (what query_all_iter does), so each page can renew the session
-        result = self._call(lambda sf: sf.query(soql))
+        result = self._call(lambda sf: sf.query(soql, include_deleted=deleted))
         rows: list[dict] = []
         while True:
             for record in result["records"]:
-                rows.append(mapping.from_record(record))
+                rows.append({**mapping.from_record(record), "system_modstamp": parse_datetime(record.get("SystemModstamp")),
+                             "is_deleted": bool(record.get("IsDeleted"))})
                 if len(rows) >= batch_size:
-                    yield to_batch(rows)
+                    yield pa.RecordBatch.from_pylist(rows, schema=CHANGES_SCHEMA)
                     rows = []
             if result["done"]:
                 break
             next_url = result["nextRecordsUrl"]
-            result = self._call(lambda sf: sf.query_more(next_url, identifier_is_url=True))
+            result = self._call(lambda sf: sf.query_more(next_url, identifier_is_url=True, include_deleted=deleted))
         if rows:
-            yield to_batch(rows)
+            yield pa.RecordBatch.from_pylist(rows, schema=CHANGES_SCHEMA)
 
     def read_contacts(self, crm_ids: Sequence[str], chunk: int = 200) -> pa.Table:
         """The contacts with these Ids as Salesforce holds them now (CONTACT_SCHEMA; an unknown Id is absent),
@@ -255,22 +272,29 @@ class SalesforceResource(MappedCrmResource):
             batches.append(to_batch(mapping.from_record(record) for record in records))
         return pa.Table.from_batches(batches, schema=CONTACT_SCHEMA)
 
-    def _bulk_contacts(self, soql: str, mapping: ContactMapping, batch_size: int) -> Iterator[pa.RecordBatch]:
-        """Bulk 2.0 query pages (CSV, `batch_size` records each), parsed one at a time. A session that expires
-        before the first page starts a fresh job after re-login; mid-export it cannot resume the job's pages."""
+    def _bulk_contacts(self, soql: str, mapping: ContactMapping, batch_size: int,
+                       deleted: bool) -> Iterator[pa.RecordBatch]:
+        """Bulk 2.0 query pages (CSV, `batch_size` records each; queryAll when `deleted`), parsed one at a time into
+        CHANGES_SCHEMA batches. A session that expires before the first page starts a fresh job after re-login;
+        mid-export it cannot resume the job's pages."""
         def first_page(sf: Salesforce) -> tuple[Iterator[str], str | None]:
-            pages = sf.bulk2.Contact.query(soql, max_records=batch_size, wait=self.bulk_wait_seconds)
+            run = sf.bulk2.Contact.query_all if deleted else sf.bulk2.Contact.query
+            pages = run(soql, max_records=batch_size, wait=self.bulk_wait_seconds)
             return pages, next(pages, None)
 
         pages, page = self._call(first_page)
-        as_text = pa_csv.ConvertOptions(column_types=dict.fromkeys(mapping.soql_fields(), pa.string()),
+        as_text = pa_csv.ConvertOptions(column_types=dict.fromkeys([*mapping.soql_fields(), *CHANGE_FIELDS], pa.string()),
                                         strings_can_be_null=False)
         while page is not None:
             if page.strip():  # parsed by Arrow, column by column: a page of 10,000 rows in milliseconds
                 table = pa_csv.read_csv(io.BytesIO(page.encode("utf-8")), read_options=pa_csv.ReadOptions(use_threads=False),
                                         parse_options=pa_csv.ParseOptions(newlines_in_values=True), convert_options=as_text)
                 if table.num_rows:
-                    yield mapping.from_columns(table)
+                    batch = mapping.from_columns(table)
+                    stamps = timestamps(pc.if_else(pc.equal(table.column("SystemModstamp").combine_chunks(), ""),
+                                                   pa.scalar(None, pa.string()), table.column("SystemModstamp").combine_chunks()))
+                    deleted_flags = pc.equal(pc.utf8_lower(table.column("IsDeleted").combine_chunks()), "true")
+                    yield pa.RecordBatch.from_arrays([*batch.columns, stamps, deleted_flags], schema=CHANGES_SCHEMA)
             page = self._call(lambda sf: next(pages, None), renew=False)
 
     # --- writes --------------------------------------------------------------------------------------

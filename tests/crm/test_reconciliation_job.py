@@ -5,9 +5,11 @@ job run in-process, its tables published, its reports written, its write-back dr
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -169,3 +171,33 @@ def test_an_invalid_salesforce_setting_is_named_in_one_line(data_dir, monkeypatc
     monkeypatch.setenv("SALESFORCE_BULK_THRESHOLD", "lots")
     with pytest.raises(ReconcileError, match=r"^SALESFORCE_BULK_THRESHOLD='lots': .*integer"):
         run_reconciliation(data_dir=data_dir, instance=dg.DagsterInstance.ephemeral())
+
+
+def test_a_second_night_extracts_what_changed_and_ends_as_a_full_extract_would(sandbox, data_dir, tmp_path):
+    store = sandbox.standin.store
+    for n, record in enumerate(store.contacts.values()):  # seeded over the last minutes, a second apart
+        record["SystemModstamp"] -= timedelta(minutes=5, seconds=n)
+    reconcile_against(sandbox, data_dir)
+    ids = sorted(store.contacts)
+    store.update(ids[0], {"Title": "Chief of Medicine"})
+    store.update(ids[1], {"Email": store.contacts[ids[2]]["Email"]})  # now shares the email of another contact
+    store.delete(ids[3])
+    store.create({"FirstName": "Ada", "LastName": "Newcomer", "Email": "ada.newcomer@example.org"})
+    with duckdb.connect(str(data_dir / "warehouse.duckdb")) as conn:  # a KOL changed since the last reconciliation
+        conn.execute("UPDATE kols SET title = 'Head of Cardiology' WHERE id = (SELECT min(id) FROM kols)")
+    full_dir = tmp_path / "full"
+    shutil.copytree(data_dir, full_dir, ignore=shutil.ignore_patterns("dagster_home", "*.lock"))
+    with duckdb.connect(str(full_dir / "warehouse.duckdb")) as conn:
+        conn.execute("DELETE FROM crm_extract_state")  # no state: a full extract
+
+    incremental, full = reconcile_against(sandbox, data_dir), reconcile_against(sandbox, full_dir)
+
+    state = "SELECT rows_read, rows_deleted, full_extract_at < extracted_at FROM crm_extract_state"
+    assert rows(data_dir / "warehouse.duckdb", state) == [(4, 1, True)]  # 2 changed, 1 deleted, 1 new (the watermark's second: ids[0])
+    assert rows(full_dir / "warehouse.duckdb", state) == [(sandbox.contacts, 0, False)]
+    contacts = "SELECT * EXCLUDE (_extracted_at) FROM crm_contacts ORDER BY crm_id"
+    assert rows(data_dir / "warehouse.duckdb", contacts) == rows(full_dir / "warehouse.duckdb", contacts)
+    assert ids[3] not in {row[1] for row in rows(data_dir / "warehouse.duckdb", contacts)}
+    result = "SELECT * EXCLUDE (run_id, reconciled_at) FROM kol_crm_reconciliation ORDER BY crm_id, kol_id"
+    assert rows(data_dir / "analytics.duckdb", result) == rows(full_dir / "analytics.duckdb", result)
+    assert incremental.counts == full.counts and incremental.contacts == full.contacts == sandbox.contacts
