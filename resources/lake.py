@@ -47,8 +47,7 @@ class StagedSnapshot:
     written, and given a `previous` snapshot file too, the rows that differ from it go to a side file as
     well (`changes`; resources/changed_rows.py), compared within ranges of the list's `sort` key. It owns
     a small DuckDB connection (`conn`: a cursor of a database the process keeps, resources/process_databases.py)
-    for hashing, finishing and
-    the checks that read it."""
+    for hashing, finishing and the checks that read it."""
 
     def __init__(self, staging: Path, schema: pa.Schema, *, key: str, newest_by: str, digest: tuple[str, ...] = (),
                  previous: Path | None = None, sort: str | None = None, replaces: str | None = None):
