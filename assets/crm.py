@@ -94,15 +94,10 @@ def crm_contacts(
         with warehouse.writer(context.log) as session:
             since = contact_changes.since(session.conn, org, crm.source_name)
     if since is not None:
-        rows, read, deleted, watermark, published = _merge_changes(context, crm, lake, warehouse, org, date, since)
+        rows, read, deleted, published = _merge_changes(context, crm, lake, warehouse, org, date, since)
     else:
-        rows, watermark, published = _extract_all(context, crm, lake, warehouse, org, date)
+        rows, published = _extract_all(context, crm, lake, warehouse, org, date)
         read, deleted = rows, 0
-        with warehouse.writer(context.log) as session:
-            if changes is not None:
-                contact_changes.record(session.conn, org, crm.source_name, watermark, full=True, rows=rows)
-            else:
-                contact_changes.forget(session.conn, org)
     mode = "full" if since is None else "changes"
     context.log.info(f"crm/contacts: {rows:,} contacts from {crm.source_name} ({mode} extract: {read:,} read, "
                      f"{deleted:,} deleted)")
@@ -120,16 +115,16 @@ def crm_contacts(
 
 
 def _extract_all(context: dg.AssetExecutionContext, crm: CrmSource, lake: LakeResource, warehouse: WarehouseResource,
-                 org: str, date: str) -> tuple[int, Any, Any]:
-    """Every contact into the lake's snapshot, then the organization's rows of crm_contacts replaced. Returns
-    (rows, the latest SystemModstamp read or None, the published snapshot)."""
+                 org: str, date: str) -> tuple[int, Any]:
+    """Every contact into the lake's snapshot, then the organization's rows of crm_contacts replaced and the
+    extract's state recorded (Salesforce: its watermark; any other source: none, so the next Salesforce extract
+    is full). Returns (rows, the published snapshot)."""
     changes = getattr(crm, "iter_contact_changes", None)
     rows, watermark = 0, None
     with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as staged:
         for batch in (changes(None) if changes is not None else crm.iter_contacts()):
             if changes is not None:
-                latest = pc.max(batch.column("system_modstamp")).as_py()
-                watermark = max(filter(None, (watermark, latest)), default=None)
+                watermark = _latest_stamp(watermark, batch)
                 batch = batch.select(CONTACT_SCHEMA.names)
             staged.write(batch)
             _progress(context, crm, rows, batch.num_rows)
@@ -137,19 +132,22 @@ def _extract_all(context: dg.AssetExecutionContext, crm: CrmSource, lake: LakeRe
         staged.finish()
     with lake.local_snapshot(org, CONTACTS_LAKE, date) as snapshot, warehouse.writer(context.log) as session:
         replace_contacts(session.conn, org, read_parquet(snapshot), crm.source_name)
-    return rows, watermark, staged.published
+        if changes is not None:
+            contact_changes.record(session.conn, org, crm.source_name, watermark, full=True, rows=rows)
+        else:
+            contact_changes.forget(session.conn, org)
+    return rows, staged.published
 
 
 def _merge_changes(context: dg.AssetExecutionContext, crm: CrmSource, lake: LakeResource, warehouse: WarehouseResource,
-                   org: str, date: str, since: Any) -> tuple[int, int, int, Any, Any]:
+                   org: str, date: str, since: Any) -> tuple[int, int, int, Any]:
     """The contacts changed or deleted since `since`, staged in a scratch file (the CRM is read outside the
-    writer lock), merged into crm_contacts; the lake's snapshot of the date is the merged table. Returns (its
-    rows, rows read, contacts deleted, the latest SystemModstamp read or None, the published snapshot)."""
+    writer lock), merged into crm_contacts with the extract's new watermark; the lake's snapshot of the date is the
+    merged table. Returns (its rows, rows read, contacts deleted, the published snapshot)."""
     rows, watermark = 0, None
     with lake.snapshot(org, CONTACTS_LAKE + "_changes", date, CHANGES_SCHEMA, key="Id", publish=False) as staged:
         for batch in crm.iter_contact_changes(since):
-            latest = pc.max(batch.column("system_modstamp")).as_py()
-            watermark = max(filter(None, (watermark, latest)), default=None)
+            watermark = _latest_stamp(watermark, batch)
             staged.write(batch)
             _progress(context, crm, rows, batch.num_rows)
             rows += batch.num_rows
@@ -164,7 +162,12 @@ def _merge_changes(context: dg.AssetExecutionContext, crm: CrmSource, lake: Lake
                 for batch in reader:
                     snapshot.write(batch.cast(CONTACT_SCHEMA))
                 total = snapshot.finish()
-    return total, rows, deleted, watermark, snapshot.published
+    return total, rows, deleted, snapshot.published
+
+
+def _latest_stamp(watermark: Any, batch: Any) -> Any:
+    """The later of `watermark` and the batch's latest SystemModstamp (None while neither is known)."""
+    return max(filter(None, (watermark, pc.max(batch.column("system_modstamp")).as_py())), default=None)
 
 
 def _progress(context: dg.AssetExecutionContext, crm: CrmSource, rows: int, more: int) -> None:

@@ -85,7 +85,7 @@ def _one_per_asset(checks: list[dg.AssetCheckSpec]) -> list[dg.AssetCheckSpec]:
 
 
 def shapes(steps) -> dict[str, dg.JobDefinition]:
-    def job(name: str, assets: list[dg.AssetsDefinition]) -> dg.JobDefinition:
+    def job(assets: list[dg.AssetsDefinition]) -> dg.JobDefinition:
         defs = dg.Definitions(assets=assets, jobs=[dg.define_asset_job(
             "floor", selection=dg.AssetSelection.all(), executor_def=dg.in_process_executor)])
         return defs.resolve_job_def("floor")
@@ -99,11 +99,11 @@ def shapes(steps) -> dict[str, dg.JobDefinition]:
         return [_noop_step("nightly", keys, deps, check_shape([c for s in steps for c in s[2]]))]
 
     return {
-        "today": job("today", per_step(list)),
-        "one step": job("one_step", one_step(list)),
-        "one check per asset": job("per_asset", per_step(_one_per_asset)),
-        "one step, one check per asset": job("one_both", one_step(_one_per_asset)),
-        "no checks": job("no_checks", per_step(lambda checks: [])),
+        "today": job(per_step(list)),
+        "one step": job(one_step(list)),
+        "one check per asset": job(per_step(_one_per_asset)),
+        "one step, one check per asset": job(one_step(_one_per_asset)),
+        "no checks": job(per_step(lambda checks: [])),
     }
 
 
