@@ -72,7 +72,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import peer_airbyte  # noqa: E402
 from benchmarks.counting import COUNTS_PATH, SERVE  # noqa: E402
-from benchmarks.nightly_sync import BARE, CONCURRENCY, SYNC, _catalog_walks, seed_service  # noqa: E402
+from benchmarks.nightly_sync import BARE, CONCURRENCY, SYNC, _catalog_walks, host_probe, seed_service  # noqa: E402
 
 BENCHMARKS = ("compare", "hostile", "ratelimit", "sizes", "ours")
 OURS = ("service_paging", "receiver_throughput", "incremental_sync", "webhook_latency", "reconciliation", "crm_matching")
@@ -652,6 +652,15 @@ def machine() -> dict:
             "versions": versions}
 
 
+def host_speed(probes: dict | None) -> list[str]:
+    """The host's speed after each benchmark: a shared host slows down by up to 2.5x for hours, whatever runs."""
+    if not probes:
+        return []
+    return ["Host speed: nightly_sync.py's fixed Python loop took "
+            + ", ".join(f"{seconds:.2f} s after {section}" for section, seconds in probes.items())
+            + " (0.21 s when this host is idle and fast; slower hosts stretch every time here, not the ratios)."]
+
+
 FLOOR_AIM = 1.15  # our sync's wall time over the bare fetch loop's
 
 
@@ -736,6 +745,7 @@ def write_page(results: dict, chart: str | None) -> str:
         f"Python {v['python']}, dagster {v['dagster']}, duckdb {v['duckdb']}, dlt {v['dlt']}, httpx {v['httpx']}"
         + (f"; {results['airbyte']['package']} in its own venv (it pins another DuckDB)."
            if results.get("airbyte", {}).get("ready") else "."),
+        *host_speed(results.get("host_probes")),
         f"Dataset: {results['kols']:,} KOLs; campaigns, products, signals and events scaled as in "
         "`benchmarks/nightly_sync.py` (5%, 0.5%, 100%, 2% of the KOLs); some KOLs archived by the seed.",
         "",
@@ -1246,9 +1256,12 @@ def main() -> None:
     results.setdefault("peer_setup", {}).update(peer_setup(sorted(set(peers) | set(hostile_peers))))
     results["benchmarks"] = sorted(set(results.get("benchmarks", [])) | set(only), key=BENCHMARKS.index)
 
+    probes = results.setdefault("host_probes", {})
+
     def save(section: str, value) -> None:
         """Each benchmark's figures land as soon as it ends: a later failure loses only its own."""
         results[section] = value
+        probes[section] = round(host_probe(), 3)
         if not args.no_write:
             (DOCS / "benchmarks.json").write_text(json.dumps(strip_state(results), indent=1, default=str) + "\n")
 
