@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import dagster as dg
 import pyarrow.compute as pc
 
-from crm import approvals, contact_changes, report, review, tables, writeback
+from crm import approvals, contact_changes, kept_features, report, review, tables, writeback
 from crm.probable import DEFAULT_THRESHOLD
 from crm.reconcile import DEFAULT_RULES, org_contacts, org_kols, reconcile
 from crm.tables import AUDIT_TABLE, CONTACTS_TABLE, DEFAULT_ORG, RESULT_TABLE
@@ -224,9 +224,10 @@ def kol_reconciliation(
                           memory_limit=warehouse.reconcile_memory_limit) as session:
         if not session.exists("kols"):
             raise dg.Failure("the warehouse has no kols table yet: run `commops sync` (the nightly sync) first")
-        result = reconcile(session.conn, org_kols(org), org_contacts(org), DEFAULT_RULES, run_id=context.run.run_id,
-                           source=crm.source_name, match_threshold=getattr(crm, "match_threshold", DEFAULT_THRESHOLD),
-                           rejected=review.load_rejections(warehouse.data_dir), org=org)
+        with kept_features.attached(session.conn, warehouse.data_dir, org) as kept:
+            result = reconcile(session.conn, org_kols(org), org_contacts(org), DEFAULT_RULES, run_id=context.run.run_id,
+                               source=crm.source_name, match_threshold=getattr(crm, "match_threshold", DEFAULT_THRESHOLD),
+                               rejected=review.load_rejections(warehouse.data_dir), org=org, kept=kept)
         plan = writeback.plan_writeback(session.conn, DEFAULT_RULES, org_kols(org), org=org)
         writeback.store_plan(session.conn, plan, org, context.run.run_id)
         csv_path, html_path = report.write_reports(session.conn, report.reports_dir(warehouse.data_dir, org), org=org,

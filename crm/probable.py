@@ -426,13 +426,19 @@ SELECT id, full_name, NULL AS first, NULL AS last, email, phone, institution, lo
 FROM {kols} WHERE id IN (SELECT id FROM {pool})"""
 
 
-def prepare(conn: duckdb.DuckDBPyConnection, kols: str, kol_pool: str, contacts: str) -> None:
+def prepare(conn: duckdb.DuckDBPyConnection, kols: str, kol_pool: str, contacts: str, kept: str | None = None) -> None:
     """Features and blocking keys of every contact and of the KOLs of `kol_pool` (a relation of ids),
-    and the value frequencies over the contacts (the population)."""
+    and the value frequencies over the contacts (the population). With `kept` (kept_features.attached), the
+    contacts' features and keys come from the kept rows where a contact did not change."""
+    from crm import kept_features
+
     features.register(conn)
-    features.build(conn, CONTACT_FEATURES, CONTACT_SOURCE.format(contacts=contacts))
+    if kept:
+        kept_features.build(conn, contacts, CONTACT_FEATURES)
+    else:
+        features.build(conn, CONTACT_FEATURES, CONTACT_SOURCE.format(contacts=contacts))
+        keys(conn, CONTACT_FEATURES)
     features.build(conn, KOL_FEATURES, KOL_SOURCE.format(kols=kols, pool=kol_pool))
-    keys(conn, CONTACT_FEATURES)
     keys(conn, KOL_FEATURES, spelled_names=True)
     frequencies(conn, CONTACT_FEATURES)
 

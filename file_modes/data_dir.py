@@ -5,7 +5,8 @@ Owner-only by default. With COMMOPS_DATA_GROUP, the directory belongs to that gr
 (setgid: what is created in it inherits the group) and all but the secrets is readable by the group:
 the lake, analytics.duckdb, the warehouse, the reconciliation reports. The secrets stay owner-only even
 then: the local service's database and demo key, the webhook inbox and secrets file, the organizations
-registry, the CRM sandbox (its password and TLS key), Dagster's home (run logs). Nothing is ever
+registry, the CRM sandbox (its password and TLS key), the kept contact features (crm-kept: derived for
+matching, read by no one), Dagster's home (run logs). Nothing is ever
 readable by other users.
 
 Each use checks the directory and its entries below (a dozen stats). When one is wider than it should
@@ -26,7 +27,7 @@ from pathlib import Path
 from file_modes import DATA_GROUP_ENV, OTHERS
 
 # What the project writes at the top of the data directory (glob patterns), owner-only or shared with the group.
-SECRETS = ("service", "inbox", "crm-sandbox", "dagster_home", "webhook-secrets.json", ".webhook-secrets.json.*.tmp",
+SECRETS = ("service", "inbox", "crm-sandbox", "crm-kept", "dagster_home", "webhook-secrets.json", ".webhook-secrets.json.*.tmp",
            "orgs.json", ".orgs.json.*.tmp")
 SHARED = ("lake", "warehouse.*", "analytics.duckdb", ".analytics.duckdb.*.tmp", "reports", "crm", "locks",
           ".orgs.json.lock", "marts.duckdb", ".marts-build.duckdb*", ".marts-dbt", "marts-docs", "marts-dev.duckdb*")

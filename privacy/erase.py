@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 from privacy.object_stores import object_stores
-from privacy.stores import Finding, Inbox, Lake, Marts, Reports, Warehouse, quiet_connect
+from privacy.stores import Finding, Inbox, KeptFeatures, Lake, Marts, Reports, Warehouse, quiet_connect
 from privacy.subject import Subject, normalize_email
 from privacy.suppression import PrivacyStore, privacy_key
 from resources.sql import sql_literal
@@ -85,8 +85,8 @@ def all_stores(data_dir: Path) -> list:
     """In erasure order: the files that hold the person beside an id first, then the marts, the warehouse
     (the person's ids and emails are looked up there and in the lake; its republish copies the marts) last.
     The lake on object storage and the Iceberg tables (privacy/object_stores.py) are among them when set."""
-    return [Inbox(data_dir), Reports(data_dir), Lake(data_dir), *object_stores(data_dir), Marts(data_dir),
-            Warehouse(data_dir)]
+    return [Inbox(data_dir), Reports(data_dir), KeptFeatures(data_dir), Lake(data_dir), *object_stores(data_dir),
+            Marts(data_dir), Warehouse(data_dir)]
 
 
 def locate(data_dir: Path, subject: Subject) -> Outcome:

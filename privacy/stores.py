@@ -31,6 +31,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from crm.kept_features import kept_files
 from privacy.subject import Subject
 from resources.files import fsync_dir, holding_lock
 from resources.lake import LAKE_DIR, ORG_PARTITION, STAGING_DIR
@@ -274,6 +275,38 @@ def _table_counts(conn: duckdb.DuckDBPyConnection, subject: Subject) -> Iterator
         rows = conn.execute(f"SELECT count(*) FROM main.{_quote(table)} t WHERE {hit}").fetchone()[0]
         if rows:
             yield table, int(rows)
+
+
+class KeptFeatures:
+    """The CRM contact features kept between reconciliations (crm/kept_features.py, one DuckDB file per
+    organization): derived from the CRM extract, so a file holding the person is deleted whole, under the
+    warehouse's writer lock (no reconciliation has it open then); the next reconciliation computes it again."""
+
+    name = "crm-kept"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.lock_path = WarehouseResource(data_dir=str(data_dir)).lock_path
+
+    def locate(self, subject: Subject) -> list[Finding]:
+        found = []
+        for path in kept_files(self.data_dir):
+            if subject.org is None or path.stem == subject.org:
+                with closing(quiet_connect(str(path), read_only=True)) as conn:
+                    rows = sum(rows for _, rows in _table_counts(conn, subject))
+                if rows:
+                    found.append(Finding(self.name, str(path), rows))
+        return found
+
+    def erase(self, subject: Subject) -> list[Finding]:
+        found = self.locate(subject)
+        if found:
+            with holding_lock(self.lock_path):
+                for finding in found:
+                    path = Path(finding.location)
+                    path.unlink(missing_ok=True)
+                    path.with_name(path.name + ".wal").unlink(missing_ok=True)
+        return found
 
 
 class Inbox:

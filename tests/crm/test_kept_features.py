@@ -1,0 +1,111 @@
+"""Contact features kept between nights: a night computes only the contacts that changed, and its result is
+the one a reconciliation from scratch gives; erasure deletes the kept file of the person's organization."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from crm import features, kept_features, normalize
+from crm.reconcile import reconcile
+from crm.salesforce_standin.discrepancies import generate_kols_sql, plant_discrepancies_sql
+from crm.tables import RESULT_TABLE
+from privacy.stores import KeptFeatures
+from privacy.subject import Subject
+
+RESULT = f"SELECT * EXCLUDE (run_id, reconciled_at) FROM {RESULT_TABLE} ORDER BY ALL"
+
+
+def warehouse(path) -> duckdb.DuckDBPyConnection:
+    conn = duckdb.connect(str(path))
+    generate_kols_sql(conn, "kols", 2000, seed=5)
+    plant_discrepancies_sql(conn, "kols", "contacts", 0.2, seed=5)
+    return conn
+
+
+def change_a_night(conn: duckdb.DuckDBPyConnection) -> None:
+    """What a night brings: retitled and renamed contacts, a changed email, deletions, new contacts (copies of
+    others under another email: probable matches and duplicates), an archived KOL."""
+    conn.execute("UPDATE contacts SET title = 'Chief ' || coalesce(title, 'Physician') WHERE hash(crm_id) % 50 = 1")
+    conn.execute("UPDATE contacts SET last_name = last_name || 'son', email = 'x' || email WHERE hash(crm_id) % 50 = 2")
+    conn.execute("DELETE FROM contacts WHERE hash(crm_id) % 100 = 3")
+    conn.execute("INSERT INTO contacts SELECT * REPLACE ('new' || crm_id AS crm_id, NULL AS external_id, "
+                 "'other.' || email AS email) FROM contacts WHERE hash(crm_id) % 100 = 4")
+    conn.execute("UPDATE kols SET is_archived = true WHERE hash(id) % 100 = 5")
+
+
+def reconcile_kept(conn: duckdb.DuckDBPyConnection, data_dir, run_id: str) -> None:
+    with kept_features.attached(conn, data_dir, "default") as kept:
+        reconcile(conn, "kols", "contacts", run_id=run_id, kept=kept)
+
+
+def test_a_night_with_kept_features_gives_the_result_of_a_reconciliation_from_scratch(tmp_path):
+    kept_night, plain = warehouse(tmp_path / "kept.duckdb"), warehouse(tmp_path / "plain.duckdb")
+    reconcile_kept(kept_night, tmp_path, "night-1")
+    reconcile(plain, "kols", "contacts", run_id="night-1")
+    assert kept_night.execute(RESULT).fetchall() == plain.execute(RESULT).fetchall()
+    assert kept_features.kept_path(tmp_path, "default").exists()
+
+    for conn in (kept_night, plain):
+        change_a_night(conn)
+    reconcile_kept(kept_night, tmp_path, "night-2")
+    reconcile(plain, "kols", "contacts", run_id="night-2")
+    second = plain.execute(RESULT).fetchall()
+    assert kept_night.execute(RESULT).fetchall() == second
+    statuses = {row[0] for row in plain.execute(f"SELECT DISTINCT status FROM {RESULT_TABLE}").fetchall()}
+    assert {"probable_match", "duplicate_in_crm", "conflict", "matched"} <= statuses
+    # the rows the night left as they were are stamped with it too
+    assert kept_night.execute(f"SELECT DISTINCT run_id FROM {RESULT_TABLE}").fetchall() == [("night-2",)]
+
+    # and both are what a warehouse that never reconciled before gets
+    scratch = duckdb.connect()
+    for table in ("kols", "contacts"):
+        rows = plain.sql(f"SELECT * FROM {table}").to_arrow_table()  # noqa: F841 (read by name below)
+        scratch.execute(f"CREATE TABLE {table} AS SELECT * FROM rows")
+    reconcile(scratch, "kols", "contacts", run_id="scratch")
+    assert scratch.execute(RESULT).fetchall() == second
+
+
+def test_only_the_contacts_that_changed_are_computed_again(tmp_path):
+    conn = warehouse(tmp_path / "w.duckdb")
+    contacts = conn.execute("SELECT count(*) FROM contacts").fetchone()[0]
+    with kept_features.attached(conn, tmp_path, "default"):
+        normalize.register(conn)
+        features.register(conn)
+        assert kept_features.build(conn, "contacts", "_pm_contacts") == contacts
+        conn.execute("UPDATE contacts SET phone = '+49 30 5550100' WHERE crm_id IN "
+                     "(SELECT crm_id FROM contacts ORDER BY crm_id LIMIT 3)")
+        conn.execute("DELETE FROM contacts WHERE crm_id = (SELECT max(crm_id) FROM contacts)")
+        assert kept_features.build(conn, "contacts", "_pm_contacts") == 3
+        kept = conn.execute(f"SELECT count(*) FROM {kept_features.FEATURES}").fetchone()[0]
+        assert kept == contacts - 1 == conn.execute("SELECT count(*) FROM _pm_contacts").fetchone()[0]
+        # rows computed by other code (an upgrade) are not reused
+        conn.execute(f"UPDATE {kept_features.STAMP} SET value = 'older code'")
+        assert kept_features.build(conn, "contacts", "_pm_contacts") == contacts - 1
+
+
+def test_an_unreadable_kept_file_is_computed_again(tmp_path):
+    path = kept_features.kept_path(tmp_path, "default")
+    path.parent.mkdir()
+    path.write_bytes(b"not a database")
+    conn = warehouse(tmp_path / "w.duckdb")
+    reconcile_kept(conn, tmp_path, "night-1")
+    assert conn.execute(f"SELECT count(*) FROM {RESULT_TABLE}").fetchone()[0] > 2000
+    assert path.stat().st_size > 100_000
+    assert (path.parent.stat().st_mode & 0o077) == 0
+
+
+@pytest.mark.parametrize("org, erased", [("default", True), ("emea", False)])
+def test_erasure_deletes_the_kept_file_holding_the_person(tmp_path, org, erased):
+    conn = warehouse(tmp_path / "w.duckdb")
+    reconcile_kept(conn, tmp_path, "night-1")
+    conn.close()
+    crm_id, email = duckdb.connect(str(tmp_path / "w.duckdb")).execute(
+        "SELECT crm_id, email FROM contacts WHERE email IS NOT NULL ORDER BY crm_id LIMIT 1").fetchone()
+    store = KeptFeatures(tmp_path)
+    subject = Subject(emails=(email,), org=org)
+    found = store.erase(subject)
+    path = kept_features.kept_path(tmp_path, "default")
+    assert path.exists() is not erased
+    assert [f.rows > 0 for f in found] == ([True] if erased else [])
+    assert len(store.locate(Subject(emails=(email,)))) == (0 if erased else 1)
