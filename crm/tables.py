@@ -182,7 +182,8 @@ TABLES: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
         (
             ORG,
             ("source", "VARCHAR", "CRM the contacts came from (salesforce)"),
-            ("watermark", "TIMESTAMPTZ", "The latest SystemModstamp extracted so far (UTC)"),
+            ("watermark", "TIMESTAMPTZ", "Salesforce's time when the last extract began, to the second: every "
+                                        "contact stamped before it has been read (UTC)"),
             ("full_extract_at", "TIMESTAMPTZ", "When the last full extract ran (UTC)"),
             ("extracted_at", "TIMESTAMPTZ", "When the last extract, full or incremental, ran (UTC)"),
             ("rows_read", "BIGINT", "Rows the last extract read (changed and deleted ones on an incremental night)"),

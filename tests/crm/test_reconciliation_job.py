@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -201,3 +201,27 @@ def test_a_second_night_extracts_what_changed_and_ends_as_a_full_extract_would(s
     result = "SELECT * EXCLUDE (run_id, reconciled_at) FROM kol_crm_reconciliation ORDER BY crm_id, kol_id"
     assert rows(data_dir / "analytics.duckdb", result) == rows(full_dir / "analytics.duckdb", result)
     assert incremental.counts == full.counts and incremental.contacts == full.contacts == sandbox.contacts
+
+
+def test_a_save_later_in_the_watermarks_second_is_read_next_night_and_that_second_is_not_read_again(sandbox, data_dir):
+    store = sandbox.standin.store
+    second = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)  # after every seeded stamp
+    store.clock = lambda: second + timedelta(milliseconds=200)
+    ids = sorted(store.contacts)
+    store.update(ids[0], {"Title": "Registrar"})  # stamped in the second the first night runs in
+    reconcile_against(sandbox, data_dir)
+    store.clock = lambda: second + timedelta(milliseconds=700)  # after the extract, in the same second
+    store.update(ids[0], {"Title": "Consultant"})
+    store.update(ids[1], {"Title": "Chief of Medicine"})
+    extract = "SELECT rows_read, watermark FROM crm_extract_state"
+    titles = f"SELECT crm_id, title FROM crm_contacts WHERE crm_id IN ('{ids[0]}', '{ids[1]}') ORDER BY crm_id"
+    assert rows(data_dir / "warehouse.duckdb", extract) == [(sandbox.contacts, second)]
+
+    store.clock = lambda: second + timedelta(seconds=5)
+    reconcile_against(sandbox, data_dir)
+    assert rows(data_dir / "warehouse.duckdb", titles) == [(ids[0], "Consultant"), (ids[1], "Chief of Medicine")]
+    assert rows(data_dir / "warehouse.duckdb", extract) == [(2, second + timedelta(seconds=5))]
+
+    store.clock = lambda: second + timedelta(seconds=9)
+    reconcile_against(sandbox, data_dir)  # nothing changed: the contacts of that second are not read again
+    assert rows(data_dir / "warehouse.duckdb", extract) == [(0, second + timedelta(seconds=9))]
