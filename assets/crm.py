@@ -256,20 +256,20 @@ def crm_writeback(
         raise CrmError(f"write-back needs Salesforce, and the CRM is {crm.source_name} (read-only): "
                        "unset COMMOPS_CRM_CSV and set the SALESFORCE_* login to apply")
     org = partition_org(context)
+    if not config.apply:
+        with warehouse.writer(context.log) as session:
+            outcome = writeback.record_dry_run(session.conn, org, context.run.run_id, config.user, crm.writable)
+        context.log.info(f"crm/writeback (dry run): {outcome}")
+        return dg.MaterializeResult(metadata=outcome.as_metadata())
     with warehouse.writer(context.log) as session:
-        plan = approvals.plan_to_apply(session.conn, org, approved_only=False) if config.apply else \
-            approvals.stored_plan(session.conn, org)
+        plan = approvals.plan_to_apply(session.conn, org, approved_only=False)
         review_count = len(writeback.needs_review(session.conn, org))
     # The CRM calls run outside the writer lock: a slow Salesforce must not hold up a nightly sync.
-    if config.apply:
-        audit = writeback.apply_plan(plan, crm, run_id=context.run.run_id, org=org, user=config.user)
-    else:
-        audit = writeback.dry_run(plan, run_id=context.run.run_id, org=org, user=config.user)
+    audit = writeback.apply_plan(plan, crm, run_id=context.run.run_id, org=org, user=config.user)
     with warehouse.writer(context.log) as session:
         writeback.record_audit(session.conn, audit)
-    outcome = writeback.WritebackOutcome.of(plan, audit, applied=config.apply, writable=crm.writable,
-                                            needs_review=review_count)
-    context.log.info(f"crm/writeback ({'applied' if config.apply else 'dry run'}): {outcome}")
+    outcome = writeback.WritebackOutcome.of(plan, audit, applied=True, writable=crm.writable, needs_review=review_count)
+    context.log.info(f"crm/writeback (applied): {outcome}")
     return dg.MaterializeResult(metadata=outcome.as_metadata())
 
 
