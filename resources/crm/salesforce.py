@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -77,12 +77,17 @@ def http_session(ca_bundle: str | None, timeout: float, max_retries: int) -> req
     return session
 
 
+# The Date header comes from Salesforce's web tier, the stamps from its app servers: a second's margin covers
+# their clocks drifting apart (a night then reads again the few saves of the second before the last extract began).
+CLOCK_MARGIN = timedelta(seconds=1)
+
+
 class ContactChanges:
     """One extract's CHANGES_SCHEMA batches (iterate once) and, once they are read, `watermark`: where the next
-    extract starts. That is Salesforce's time when this one began, to the second, from the Date header of its
-    COUNT() answer: a save stamped before it was committed before the extract's query ran, so the query read it,
-    and any later save, in that very second too, is stamped at or after it. Without a Date header, the latest
-    SystemModstamp read (whose second is then read again)."""
+    extract starts. That is Salesforce's time when this one began, to the second and less CLOCK_MARGIN, from the
+    Date header of its COUNT() answer: a save stamped before it was committed before the extract's query ran, so
+    the query read it, and any later save, in that very second too, is stamped at or after it. Without a Date
+    header, the latest SystemModstamp read (whose second is then read again)."""
 
     def __init__(self, batches: Callable[[ContactChanges], Iterator[pa.RecordBatch]]):
         self._batches = batches(self)
@@ -275,7 +280,7 @@ class SalesforceResource(MappedCrmResource):
         self._server_time = None
         count = self._call(lambda sf: sf.query("SELECT COUNT() FROM Contact" + where, include_deleted=deleted))
         if changes is not None and self._server_time is not None:
-            changes.began = self._server_time.replace(microsecond=0)
+            changes.began = self._server_time.replace(microsecond=0) - CLOCK_MARGIN
         if int(count["totalSize"]) > self.bulk_threshold:
             yield from self._bulk_contacts(f"SELECT {fields} FROM Contact{where}", mapping, batch_size, deleted)
             return
