@@ -17,7 +17,6 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 import dagster as dg
-import pyarrow.compute as pc
 
 from crm import approvals, contact_changes, kept_features, report, review, tables, writeback
 from crm.probable import DEFAULT_THRESHOLD
@@ -88,9 +87,8 @@ def crm_contacts(
     started = time.monotonic()
     org = partition_org(context)
     date = run_snapshot_date(context)
-    changes = getattr(crm, "iter_contact_changes", None)  # Salesforce: SystemModstamp and IsDeleted (crm/contact_changes.py)
     since = None
-    if changes is not None:
+    if hasattr(crm, "contact_changes"):  # Salesforce: SystemModstamp and IsDeleted (crm/contact_changes.py)
         with warehouse.writer(context.log) as session:
             since = contact_changes.since(session.conn, org, crm.source_name)
     if since is not None:
@@ -119,12 +117,11 @@ def _extract_all(context: dg.AssetExecutionContext, crm: CrmSource, lake: LakeRe
     """Every contact into the lake's snapshot, then the organization's rows of crm_contacts replaced and the
     extract's state recorded (Salesforce: its watermark; any other source: none, so the next Salesforce extract
     is full). Returns (rows, the published snapshot)."""
-    changes = getattr(crm, "iter_contact_changes", None)
-    rows, watermark = 0, None
+    changes = crm.contact_changes(None) if hasattr(crm, "contact_changes") else None
+    rows = 0
     with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as staged:
-        for batch in (changes(None) if changes is not None else crm.iter_contacts()):
+        for batch in (changes if changes is not None else crm.iter_contacts()):
             if changes is not None:
-                watermark = _latest_stamp(watermark, batch)
                 batch = batch.select(CONTACT_SCHEMA.names)
             staged.write(batch)
             _progress(context, crm, rows, batch.num_rows)
@@ -133,7 +130,7 @@ def _extract_all(context: dg.AssetExecutionContext, crm: CrmSource, lake: LakeRe
     with lake.local_snapshot(org, CONTACTS_LAKE, date) as snapshot, warehouse.writer(context.log) as session:
         replace_contacts(session.conn, org, read_parquet(snapshot), crm.source_name)
         if changes is not None:
-            contact_changes.record(session.conn, org, crm.source_name, watermark, full=True, rows=rows)
+            contact_changes.record(session.conn, org, crm.source_name, changes.watermark, full=True, rows=rows)
         else:
             contact_changes.forget(session.conn, org)
     return rows, staged.published
@@ -144,17 +141,17 @@ def _merge_changes(context: dg.AssetExecutionContext, crm: CrmSource, lake: Lake
     """The contacts changed or deleted since `since`, staged in a scratch file (the CRM is read outside the
     writer lock), merged into crm_contacts with the extract's new watermark; the lake's snapshot of the date is the
     merged table. Returns (its rows, rows read, contacts deleted, the published snapshot)."""
-    rows, watermark = 0, None
+    rows, changes = 0, crm.contact_changes(since)
     with lake.snapshot(org, CONTACTS_LAKE + "_changes", date, CHANGES_SCHEMA, key="Id", publish=False) as staged:
-        for batch in crm.iter_contact_changes(since):
-            watermark = _latest_stamp(watermark, batch)
+        for batch in changes:
             staged.write(batch)
             _progress(context, crm, rows, batch.num_rows)
             rows += batch.num_rows
         staged.finish()
         with warehouse.writer(context.log) as session:
             _, deleted = contact_changes.merge(session.conn, org, read_parquet(staged.path))
-            contact_changes.record(session.conn, org, crm.source_name, watermark, full=False, rows=rows, deleted=deleted)
+            contact_changes.record(session.conn, org, crm.source_name, changes.watermark, full=False, rows=rows,
+                                   deleted=deleted)
             with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as snapshot:
                 columns = ", ".join(f'"{name}"' for name in CONTACT_SCHEMA.names)
                 reader = sql.cursor(session.conn).sql(
@@ -163,11 +160,6 @@ def _merge_changes(context: dg.AssetExecutionContext, crm: CrmSource, lake: Lake
                     snapshot.write(batch.cast(CONTACT_SCHEMA))
                 total = snapshot.finish()
     return total, rows, deleted, snapshot.published
-
-
-def _latest_stamp(watermark: Any, batch: Any) -> Any:
-    """The later of `watermark` and the batch's latest SystemModstamp (None while neither is known)."""
-    return max(filter(None, (watermark, pc.max(batch.column("system_modstamp")).as_py())), default=None)
 
 
 def _progress(context: dg.AssetExecutionContext, crm: CrmSource, rows: int, more: int) -> None:
@@ -265,20 +257,20 @@ def crm_writeback(
         raise CrmError(f"write-back needs Salesforce, and the CRM is {crm.source_name} (read-only): "
                        "unset COMMOPS_CRM_CSV and set the SALESFORCE_* login to apply")
     org = partition_org(context)
+    if not config.apply:
+        with warehouse.writer(context.log) as session:
+            outcome = writeback.record_dry_run(session.conn, org, context.run.run_id, config.user, crm.writable)
+        context.log.info(f"crm/writeback (dry run): {outcome}")
+        return dg.MaterializeResult(metadata=outcome.as_metadata())
     with warehouse.writer(context.log) as session:
-        plan = approvals.plan_to_apply(session.conn, org, approved_only=False) if config.apply else \
-            approvals.stored_plan(session.conn, org)
+        plan = approvals.plan_to_apply(session.conn, org, approved_only=False)
         review_count = len(writeback.needs_review(session.conn, org))
     # The CRM calls run outside the writer lock: a slow Salesforce must not hold up a nightly sync.
-    if config.apply:
-        audit = writeback.apply_plan(plan, crm, run_id=context.run.run_id, org=org, user=config.user)
-    else:
-        audit = writeback.dry_run(plan, run_id=context.run.run_id, org=org, user=config.user)
+    audit = writeback.apply_plan(plan, crm, run_id=context.run.run_id, org=org, user=config.user)
     with warehouse.writer(context.log) as session:
         writeback.record_audit(session.conn, audit)
-    outcome = writeback.WritebackOutcome.of(plan, audit, applied=config.apply, writable=crm.writable,
-                                            needs_review=review_count)
-    context.log.info(f"crm/writeback ({'applied' if config.apply else 'dry run'}): {outcome}")
+    outcome = writeback.WritebackOutcome.of(plan, audit, applied=True, writable=crm.writable, needs_review=review_count)
+    context.log.info(f"crm/writeback (applied): {outcome}")
     return dg.MaterializeResult(metadata=outcome.as_metadata())
 
 

@@ -24,13 +24,8 @@ Decision = Literal["approve", "exclude", "clear"]
 DECISIONS = ("approve", "exclude", "clear")
 
 
-def stored_plan(conn: duckdb.DuckDBPyConnection, org: str) -> pa.Table:
-    """Organization `org`'s whole stored plan (PLAN schema)."""
-    return plan_to_apply(conn, org, approved_only=False, include_excluded=True)
-
-
 def plan_to_apply(conn: duckdb.DuckDBPyConnection, org: str, *, approved_only: bool,
-                  plan_keys: Sequence[str] | None = None, include_excluded: bool = False) -> pa.Table:
+                  plan_keys: Sequence[str] | None = None) -> pa.Table:
     """The stored plan's rows to write: approved ones (`approved_only`), or all but the excluded ones;
     only among `plan_keys` when given."""
     ensure_tables(conn)
@@ -38,7 +33,7 @@ def plan_to_apply(conn: duckdb.DuckDBPyConnection, org: str, *, approved_only: b
     params: list[object] = [org]
     if approved_only:
         where.append("a.decision = 'approve'")
-    elif not include_excluded:
+    else:
         where.append("a.decision IS DISTINCT FROM 'exclude'")
     if plan_keys is not None:
         conn.register("_approval_keys", pa.table({"plan_key": pa.array(list(plan_keys), pa.string())}))

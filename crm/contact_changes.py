@@ -1,8 +1,10 @@
 """The contacts' extract costs what changed: Salesforce contacts whose SystemModstamp moved since the last
 extract (Bulk 2.0 / REST queryAll, so deleted contacts come too, with IsDeleted) are merged into crm_contacts.
 
-The watermark is the latest SystemModstamp extracted (crm_extract_state); the next extract asks for stamps at
-or after it (ties and the watermark's own second are read again: a merge of the same row is idempotent). A
+The watermark (crm_extract_state) is Salesforce's time when the last extract began, to the second
+(resources/crm/salesforce.py ContactChanges): every save stamped before it was read then, and the next extract
+asks for stamps at or after it, so a save later in that very second is read too and the contacts read in it are
+not read again (SOQL date-times have no fraction). A
 full extract runs when an organization has no state, when the source changed, and when the last full extract is
 older than FULL_EVERY: Salesforce purges its recycle bin after 15 days (a contact deleted and purged in between
 is seen only by a full extract), and a contact a sharing change hides moves no stamp. The reasons are in

@@ -12,19 +12,24 @@ columns: these files reach a million rows.
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from resources import sql
 
-BATCH_ROWS = 10_000
+BATCH_ROWS = 50_000
 _FORMULA_START = r"^('*[=+\-@\t\r])"
 _ADDED_QUOTE = r"^'('*[=+\-@\t\r])"
+_FORMULA_FIRST = np.zeros(256, dtype=bool)  # the first bytes of the cells _FORMULA_START can match
+_FORMULA_FIRST[list(b"'=+-@\t\r")] = True
+_QUOTED = (b",", b'"', b"\r", b"\n")  # a cell holding one is quoted
 Data = TypeVar("Data", pa.Table, pa.RecordBatch)
 
 
@@ -43,23 +48,29 @@ def write(conn: duckdb.DuckDBPyConnection, query: str, header: Sequence[str], pa
     batches on a cursor of `conn`'s current database. Returns the row count."""
     cursor = sql.cursor(conn)
     count = 0
-    with path.open("w", encoding="utf-8-sig", newline="") as out:
-        writer = csv.writer(out, lineterminator="\r\n")
-        writer.writerow(header)
+    with path.open("wb") as out:
+        title = io.StringIO()
+        csv.writer(title, lineterminator="\r\n").writerow(header)
+        out.write(("\ufeff" + title.getvalue()).encode("utf-8"))
         for batch in cursor.sql(query).to_arrow_reader(BATCH_ROWS):
             if batch.num_rows:
-                out.write(lines(neutralise(batch)))
+                out.write(_values(lines(batch)))
             count += batch.num_rows
     return count
 
 
-def lines(batch: pa.RecordBatch) -> str:
-    """The CRLF-ended lines csv.writer (minimal quoting) writes for `batch`'s rows, made column by column in Arrow:
-    a value is str() of it (True, 0.95; None is empty), quoted when it holds a comma, a quote, CR or LF."""
+def lines(batch: pa.RecordBatch) -> pa.StringArray:
+    """The CRLF-ended lines csv.writer (minimal quoting) writes for `batch`'s rows, neutralised, made column by column
+    in Arrow: a value is str() of it (True, 0.95; None is empty), quoted when it holds a comma, a quote, CR or LF."""
     cells = [_cells(column) for column in batch.columns]
     joined = pc.binary_join_element_wise(*cells, ",", null_handling="replace", null_replacement="")
-    ended = pc.binary_join_element_wise(joined, "\r\n", "")
-    return pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(ended)], pa.int32()), ended), "")[0].as_py()
+    return pc.binary_join_element_wise(joined, "\r\n", "")
+
+
+def _values(strings: pa.StringArray) -> memoryview:
+    """The UTF-8 bytes of `strings`' values end to end, without a copy."""
+    offsets = memoryview(strings.buffers()[1]).cast("q" if pa.types.is_large_string(strings.type) else "i")
+    return memoryview(strings.buffers()[2])[offsets[strings.offset]:offsets[strings.offset + len(strings)]]
 
 
 def _cells(column: pa.Array) -> pa.Array:
@@ -72,7 +83,11 @@ def _cells(column: pa.Array) -> pa.Array:
         present = pc.is_valid(column)
         texts = pa.array([str(value) for value in column.filter(present).to_pylist()], pa.string())
         return pc.replace_with_mask(pa.nulls(len(column), pa.string()), present, texts)
-    text = column.cast(pa.string())
+    text = column.cast(pa.string()) if not pa.types.is_string(type_) else column
+    if _may_start_formula(text):
+        text = _replaced(text, _FORMULA_START, r"'\1")
+    if not _may_need_quotes(text):
+        return text
     special = pc.fill_null(pc.match_substring_regex(text, '[,"\r\n]'), False)
     if not pc.any(special).as_py():
         return text
@@ -85,13 +100,39 @@ def rows(data: pa.Table | pa.RecordBatch) -> zip:
     return zip(*(column.to_pylist() for column in data.columns))
 
 
+def _may_start_formula(text: pa.StringArray) -> bool:
+    """Whether a cell of `text` may start with a formula character or ': the first bytes of all its cells at once
+    (the regex only looks at columns where one does; a null cell's bytes may say yes, never no)."""
+    data = text.buffers()[2]
+    if data is None:
+        return False
+    offsets = np.frombuffer(text.buffers()[1], np.int32, len(text) + 1, text.offset * 4)
+    starts = offsets[:-1][offsets[1:] > offsets[:-1]]
+    return bool(_FORMULA_FIRST[np.frombuffer(data, np.uint8)[starts]].any())
+
+
+def _may_need_quotes(text: pa.StringArray) -> bool:
+    """Whether a cell of `text` may hold a comma, a quote, CR or LF: all its bytes searched at once."""
+    if text.buffers()[2] is None:
+        return False
+    raw = _values(text).tobytes()
+    return any(char in raw for char in _QUOTED)
+
+
+def _replaced(text: pa.Array, pattern: str, replacement: str) -> pa.Array:
+    """`text` (plain or large strings) with `pattern` replaced once; as it is when nothing matches (most columns)."""
+    if not pc.any(pc.match_substring_regex(text, pattern)).as_py():
+        return text
+    return pc.replace_substring_regex(text, pattern=pattern, replacement=replacement, max_replacements=1)
+
+
 def _replace_in_text(data: Data, pattern: str, replacement: str) -> Data:
     columns = []
     for field, column in zip(data.schema, data.columns):
         if _is_text(field.type):
             if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
                 column = column.cast(pa.string())  # string views and dictionaries: the regex kernels take plain strings
-            column = pc.replace_substring_regex(column, pattern=pattern, replacement=replacement, max_replacements=1)
+            column = _replaced(column, pattern, replacement)
         columns.append(column)
     return type(data).from_arrays(columns, names=data.schema.names)
 

@@ -182,7 +182,8 @@ TABLES: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
         (
             ORG,
             ("source", "VARCHAR", "CRM the contacts came from (salesforce)"),
-            ("watermark", "TIMESTAMPTZ", "The latest SystemModstamp extracted so far (UTC)"),
+            ("watermark", "TIMESTAMPTZ", "Salesforce's time when the last extract began, to the second: every "
+                                        "contact stamped before it has been read (UTC)"),
             ("full_extract_at", "TIMESTAMPTZ", "When the last full extract ran (UTC)"),
             ("extracted_at", "TIMESTAMPTZ", "When the last extract, full or incremental, ran (UTC)"),
             ("rows_read", "BIGINT", "Rows the last extract read (changed and deleted ones on an incremental night)"),
@@ -199,8 +200,15 @@ ZSTD_COLUMNS = {RESULT_TABLE: frozenset({"kol_id", "crm_id", "external_id", "ema
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection, replace: tuple[str, ...] = ()) -> None:
     """Create the tables if missing (those in `replace` anew, empty) and set their table and
-    column comments."""
+    column comments. A table already as described is left alone: one catalog query, not a statement per column."""
+    here = "database_name = current_database() AND schema_name = current_schema()"
+    described = dict(conn.execute(f"SELECT table_name, comment FROM duckdb_tables() WHERE {here}").fetchall())
+    commented = {(table, column): comment for table, column, comment in conn.execute(
+        f"SELECT table_name, column_name, comment FROM duckdb_columns() WHERE {here}").fetchall()}
     for table, description, columns in TABLES:
+        if table not in replace and described.get(table) == description and all(
+                (table, name) in commented and commented[table, name] == comment for name, _, comment in columns):
+            continue
         zstd = ZSTD_COLUMNS.get(table, frozenset())
         body = ", ".join(f'"{name}" {type_}' + (" USING COMPRESSION zstd" if name in zstd else "")
                          for name, type_, _ in columns)

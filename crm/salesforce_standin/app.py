@@ -3,7 +3,8 @@
 SOAP login, the REST query / queryAll / query-more, sobject describe / get / create / update /
 upsert, and Bulk 2.0 query and ingest jobs. Every /services/data call after the version list
 needs a live session (401 INVALID_SESSION_ID otherwise), counts against the org's request
-budget (403 REQUEST_LIMIT_EXCEEDED past it) and carries `Sforce-Limit-Info: api-usage=N/M`.
+budget (403 REQUEST_LIMIT_EXCEEDED past it) and carries `Sforce-Limit-Info: api-usage=N/M`. Every answer's
+Date header is the org's clock (the store's), which stamps its saves.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from email.utils import format_datetime as http_date
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -228,6 +230,12 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
         response.headers["Sforce-Limit-Info"] = usage
         return response
 
+    @app.middleware("http")  # outermost: every answer, refusals too
+    async def server_date(request: Request, call_next):
+        response = await call_next(request)
+        response.headers["Date"] = http_date(store.now(), usegmt=True)
+        return response
+
     # --- login ---------------------------------------------------------------------------------------
 
     @app.post("/services/Soap/u/{version}")
@@ -406,7 +414,7 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
             fields, records = store.run(query, include_deleted=operation == "queryAll")
         except SoqlError as exc:
             return error(400, exc.code, str(exc))
-        job = Job(org.new_job_id("750"), operation, query.object_name, "UploadComplete", datetime.now(timezone.utc),
+        job = Job(org.new_job_id("750"), operation, query.object_name, "UploadComplete", store.now(),
                   fields=fields, records=records, column_delimiter=data.get("columnDelimiter") or "COMMA",
                   line_ending=data.get("lineEnding") or "LF")
         org.jobs[job.id] = job
@@ -453,7 +461,7 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
             except SoqlError:
                 return error(400, "INVALIDJOB", f"InvalidJob : Field name provided, {external} does not match an External ID, "
                              "Salesforce Id, or indexed field for Contact")
-        job = Job(org.new_job_id("750"), operation, "Contact", "Open", datetime.now(timezone.utc),
+        job = Job(org.new_job_id("750"), operation, "Contact", "Open", store.now(),
                   external_id_field=external, column_delimiter=data.get("columnDelimiter") or "COMMA",
                   line_ending=data.get("lineEnding") or "LF")
         org.jobs[job.id] = job

@@ -32,7 +32,8 @@ class SalesforceStandIn(ThreadedServer):
                  security_token: str = "TOKEN", session_ttl_seconds: float = 7_200, request_limit: int = 1_000_000,
                  external_id_field: str | None = "KOL_Id__c", custom_fields: Iterable[str] = ("Specialty__c", "Tier__c"),
                  host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
-        super().__init__(host, port, log_level=log_level, timeout_graceful_shutdown=0.5)
+        # the app sends the Date header, from the org's clock
+        super().__init__(host, port, log_level=log_level, timeout_graceful_shutdown=0.5, date_header=False)
         self.directory = Path(directory)
         self.store = ContactStore(external_id_field=external_id_field, custom_fields=custom_fields)
         self.org = Org(OrgConfig(username, password, security_token, session_ttl_seconds, request_limit), self.store)

@@ -3,7 +3,8 @@
 Records are flat dicts keyed by API field name (AccountId, not Account.Name); relationship
 fields are resolved at read time, so renaming an Account shows on every Contact as in
 Salesforce. Ids are 18-character Salesforce ids (key prefix 003 / 001) issued in ascending
-order, so ORDER BY Id is creation order. Date-times are aware UTC datetimes.
+order, so ORDER BY Id is creation order. Date-times are aware UTC datetimes of whole seconds, as Salesforce
+keeps them (its API shows .000), from the store's `clock` (tests may set it).
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ STANDARD_FIELDS = (
 ACCOUNT_FIELDS = {"Id": FieldSpec("Id", "id", "Account ID"), "Name": FieldSpec("Name", "string", "Account Name")}
 
 
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
 class StoreError(Exception):
     """A write Salesforce would refuse; `code` is its errorCode, `fields` the fields concerned."""
 
@@ -88,8 +93,10 @@ class ContactStore:
     """Thread-safe Contacts and Accounts. Emails are lower-cased on save; the external-id field
     (when the org has one) is unique, case-insensitively, as Salesforce's unique text fields are."""
 
-    def __init__(self, external_id_field: str | None = "KOL_Id__c", custom_fields: Iterable[str] = ()):
+    def __init__(self, external_id_field: str | None = "KOL_Id__c", custom_fields: Iterable[str] = (),
+                 clock: Callable[[], datetime] = utc_now):
         self.lock = threading.RLock()
+        self.clock = clock
         self.external_id_field = external_id_field
         fields = list(STANDARD_FIELDS)
         if external_id_field:
@@ -103,6 +110,10 @@ class ContactStore:
         self._by_external_id: dict[str, str] = {}
         self._contact_numbers = itertools.count(1)
         self._account_numbers = itertools.count(1)
+
+    def now(self) -> datetime:
+        """The org's time, to the second: what a save stamps and what the API's Date header says."""
+        return self.clock().astimezone(timezone.utc).replace(microsecond=0)
 
     # --- field names ---------------------------------------------------------------------------------
 
@@ -201,7 +212,7 @@ class ContactStore:
             if not values.get("LastName"):
                 raise StoreError("REQUIRED_FIELD_MISSING", "Required fields are missing: [LastName]", ["LastName"])
             self._check_external_id(values, None)
-            now = now or datetime.now(timezone.utc)
+            now = now or self.now()
             contact_id = salesforce_id("003", next(self._contact_numbers))
             record = {name: None for name in self.fields}
             record.update(values, Id=contact_id, IsDeleted=False, CreatedDate=now, LastModifiedDate=now, SystemModstamp=now)
@@ -219,7 +230,7 @@ class ContactStore:
                 raise StoreError("REQUIRED_FIELD_MISSING", "Required fields are missing: [LastName]", ["LastName"])
             self._check_external_id(values, contact_id)
             old_external = record.get(self.external_id_field) if self.external_id_field else None
-            now = datetime.now(timezone.utc)
+            now = self.now()
             record.update(values, LastModifiedDate=now, SystemModstamp=now)
             self._index(record, old_external)
 
@@ -230,7 +241,7 @@ class ContactStore:
             record = self.contacts.get(contact_id)
             if record is None or record["IsDeleted"]:
                 raise StoreError("NOT_FOUND", "The requested resource does not exist", status=404)
-            record.update(IsDeleted=True, SystemModstamp=datetime.now(timezone.utc))
+            record.update(IsDeleted=True, SystemModstamp=self.now())
             self._index({}, record.get(self.external_id_field) if self.external_id_field else None)
 
     def upsert(self, field: str, key: str, data: dict) -> tuple[str, bool]:

@@ -61,7 +61,7 @@ CONTACT_SCHEMA = pa.schema([
     _field("external_id", pa.string(), "The external-id field (default KOL_Id__c, the KOL id); NULL when the org lacks it"),
     _field("custom", pa.string(), "JSON object of the admin-mapped custom fields {canonical name: value}; NULL when none are mapped"),
 ])
-# An incremental extract's rows (resources/crm/salesforce.py iter_contact_changes) carry two fields more.
+# An incremental extract's rows (resources/crm/salesforce.py contact_changes) carry two fields more.
 CHANGE_FIELDS = ("SystemModstamp", "IsDeleted")
 CHANGES_SCHEMA = CONTACT_SCHEMA.append(_field("system_modstamp", TIMESTAMP, "SystemModstamp (UTC)")).append(
     _field("is_deleted", pa.bool_(), "IsDeleted: in the recycle bin (queryAll)"))

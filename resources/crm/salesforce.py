@@ -2,7 +2,8 @@
 
 Reads stream: REST query pages (2,000 records) or, above `bulk_threshold` contacts (decided by
 a SELECT COUNT() first), Bulk 2.0 CSV pages; either way one RecordBatch at a time, never the
-whole result in memory. Writes return one WriteResult per row for the audit trail. Every
+whole result in memory. An extract also says where the next one starts: Salesforce's time when it
+began (the Date header of its COUNT() answer). Writes return one WriteResult per row for the audit trail. Every
 failure that stops a run is a CrmError with one line naming what to set; secrets never appear.
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -75,6 +77,34 @@ def http_session(ca_bundle: str | None, timeout: float, max_retries: int) -> req
     return session
 
 
+# The Date header comes from Salesforce's web tier, the stamps from its app servers: a second's margin covers
+# their clocks drifting apart (a night then reads again the few saves of the second before the last extract began).
+CLOCK_MARGIN = timedelta(seconds=1)
+
+
+class ContactChanges:
+    """One extract's CHANGES_SCHEMA batches (iterate once) and, once they are read, `watermark`: where the next
+    extract starts. That is Salesforce's time when this one began, to the second and less CLOCK_MARGIN, from the
+    Date header of its COUNT() answer: a save stamped before it was committed before the extract's query ran, so
+    the query read it, and any later save, in that very second too, is stamped at or after it. Without a Date
+    header, the latest SystemModstamp read (whose second is then read again)."""
+
+    def __init__(self, batches: Callable[[ContactChanges], Iterator[pa.RecordBatch]]):
+        self._batches = batches(self)
+        self.began: datetime | None = None  # set by the resource on the COUNT() answer
+        self._latest: datetime | None = None
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        for batch in self._batches:
+            latest = pc.max(batch.column("system_modstamp")).as_py()
+            self._latest = max(filter(None, (self._latest, latest)), default=None)
+            yield batch
+
+    @property
+    def watermark(self) -> datetime | None:
+        return self.began or self._latest
+
+
 class SalesforceResource(MappedCrmResource):
     """Salesforce Contacts. Log in with username + password + security token (`domain`, or `login_url` for a
     non-standard host), or give `instance_url` + `session_id`. Secrets only as dg.EnvVar("SALESFORCE_PASSWORD"),
@@ -97,6 +127,7 @@ class SalesforceResource(MappedCrmResource):
     _client: Salesforce | None = PrivateAttr(default=None)
     _http: requests.Session | None = PrivateAttr(default=None)
     _mapping: ContactMapping | None = PrivateAttr(default=None)
+    _server_time: datetime | None = PrivateAttr(default=None)
 
     # --- connection ----------------------------------------------------------------------------------
 
@@ -123,6 +154,7 @@ class SalesforceResource(MappedCrmResource):
     def _connect(self) -> Salesforce:
         if self._http is None:
             self._http = http_session(self.ca_bundle, self.timeout_seconds, self.max_retries)
+            self._http.hooks["response"].append(self._note_server_time)
         if self._can_login:
             try:
                 session_id, instance = SalesforceLogin(
@@ -153,6 +185,13 @@ class SalesforceResource(MappedCrmResource):
         if self._http is not None:
             self._http.close()
         self._client = self._http = None
+
+    def _note_server_time(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        """Salesforce's clock as of its latest answer (its Date header; None without one)."""
+        try:
+            self._server_time = parsedate_to_datetime(response.headers["Date"]).astimezone(UTC)
+        except (KeyError, TypeError, ValueError):
+            self._server_time = None
 
     def _call(self, action: Callable[[Salesforce], T], renew: bool = True) -> T:
         """Run one API call; an expired session is renewed by logging in again (once) when credentials are
@@ -226,18 +265,22 @@ class SalesforceResource(MappedCrmResource):
         for batch in self._contacts(None, batch_size):
             yield batch.select(CONTACT_SCHEMA.names)
 
-    def iter_contact_changes(self, since: datetime | None, batch_size: int = 10_000) -> Iterator[pa.RecordBatch]:
+    def contact_changes(self, since: datetime | None, batch_size: int = 10_000) -> ContactChanges:
         """The contacts whose SystemModstamp is at or after `since`, deleted ones included (queryAll: they carry
         is_deleted, until Salesforce purges its recycle bin), as CHANGES_SCHEMA batches; every live contact when
-        `since` is None."""
-        yield from self._contacts(since, batch_size)
+        `since` is None. Their `watermark` is where the next extract starts."""
+        return ContactChanges(lambda changes: self._contacts(since, batch_size, changes))
 
-    def _contacts(self, since: datetime | None, batch_size: int) -> Iterator[pa.RecordBatch]:
+    def _contacts(self, since: datetime | None, batch_size: int,
+                  changes: ContactChanges | None = None) -> Iterator[pa.RecordBatch]:
         mapping = self.mapping
         fields = ", ".join([*mapping.soql_fields(), *CHANGE_FIELDS])
         where = "" if since is None else format_soql(" WHERE SystemModstamp >= {}", since.astimezone(UTC))
         deleted = since is not None
+        self._server_time = None
         count = self._call(lambda sf: sf.query("SELECT COUNT() FROM Contact" + where, include_deleted=deleted))
+        if changes is not None and self._server_time is not None:
+            changes.began = self._server_time.replace(microsecond=0) - CLOCK_MARGIN
         if int(count["totalSize"]) > self.bulk_threshold:
             yield from self._bulk_contacts(f"SELECT {fields} FROM Contact{where}", mapping, batch_size, deleted)
             return

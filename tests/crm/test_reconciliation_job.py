@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -18,6 +18,7 @@ import pytest
 
 from commops_cli.crm_sandbox import Sandbox, start_sandbox
 from commops_cli.crm_run import ReconcileError, run_reconciliation
+from resources.crm.salesforce import CLOCK_MARGIN
 from tests.crm.support import crm_env, reconcile_against, rows
 from tests.processes import terminate
 
@@ -193,7 +194,7 @@ def test_a_second_night_extracts_what_changed_and_ends_as_a_full_extract_would(s
     incremental, full = reconcile_against(sandbox, data_dir), reconcile_against(sandbox, full_dir)
 
     state = "SELECT rows_read, rows_deleted, full_extract_at < extracted_at FROM crm_extract_state"
-    assert rows(data_dir / "warehouse.duckdb", state) == [(4, 1, True)]  # 2 changed, 1 deleted, 1 new (the watermark's second: ids[0])
+    assert rows(data_dir / "warehouse.duckdb", state) == [(4, 1, True)]  # 2 changed, 1 deleted, 1 new
     assert rows(full_dir / "warehouse.duckdb", state) == [(sandbox.contacts, 0, False)]
     contacts = "SELECT * EXCLUDE (_extracted_at) FROM crm_contacts ORDER BY crm_id"
     assert rows(data_dir / "warehouse.duckdb", contacts) == rows(full_dir / "warehouse.duckdb", contacts)
@@ -201,3 +202,27 @@ def test_a_second_night_extracts_what_changed_and_ends_as_a_full_extract_would(s
     result = "SELECT * EXCLUDE (run_id, reconciled_at) FROM kol_crm_reconciliation ORDER BY crm_id, kol_id"
     assert rows(data_dir / "analytics.duckdb", result) == rows(full_dir / "analytics.duckdb", result)
     assert incremental.counts == full.counts and incremental.contacts == full.contacts == sandbox.contacts
+
+
+def test_a_save_later_in_the_second_an_extract_began_is_read_next_night_and_that_second_is_not_read_again(sandbox, data_dir):
+    store = sandbox.standin.store
+    second = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)  # after every seeded stamp
+    store.clock = lambda: second + timedelta(milliseconds=200)
+    ids = sorted(store.contacts)
+    store.update(ids[0], {"Title": "Registrar"})  # stamped in the second the first night runs in
+    reconcile_against(sandbox, data_dir)
+    store.clock = lambda: second + timedelta(milliseconds=700)  # after the extract, in the same second
+    store.update(ids[0], {"Title": "Consultant"})
+    store.update(ids[1], {"Title": "Chief of Medicine"})
+    extract = "SELECT rows_read, watermark FROM crm_extract_state"
+    titles = f"SELECT crm_id, title FROM crm_contacts WHERE crm_id IN ('{ids[0]}', '{ids[1]}') ORDER BY crm_id"
+    assert rows(data_dir / "warehouse.duckdb", extract) == [(sandbox.contacts, second - CLOCK_MARGIN)]
+
+    store.clock = lambda: second + timedelta(seconds=5)
+    reconcile_against(sandbox, data_dir)
+    assert rows(data_dir / "warehouse.duckdb", titles) == [(ids[0], "Consultant"), (ids[1], "Chief of Medicine")]
+    assert rows(data_dir / "warehouse.duckdb", extract) == [(2, second + timedelta(seconds=5) - CLOCK_MARGIN)]
+
+    store.clock = lambda: second + timedelta(seconds=9)
+    reconcile_against(sandbox, data_dir)  # nothing changed: the contacts of that second are not read again
+    assert rows(data_dir / "warehouse.duckdb", extract) == [(0, second + timedelta(seconds=9) - CLOCK_MARGIN)]

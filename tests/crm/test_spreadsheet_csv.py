@@ -6,6 +6,7 @@ the rejected pairs read back as they were given."""
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,6 +125,28 @@ SELECT * FROM (VALUES (-1.5::DOUBLE, -3, false, '-3', '+49 30 1234', 'plain', NU
     # Numeric columns as they are, negative ones too; '+49 30 1234 is the phone as text, not a sum.
     assert read(path) == [{"score": "-1.5", "delta": "-3", "flag": "False", "text": "'-3", "phone": "'+49 30 1234",
                            "plain": "plain", "empty": "", "quoted": "''=x", "apostrophe": "'kept"}]
+
+
+def test_a_csv_is_what_csv_writer_writes_of_the_neutralised_values_byte_for_byte(tmp_path):
+    texts = ["plain", "", None, "a,b", 'say "hi"', "two\nlines", "cr\rin", "=1+1", "+49 30 1234", "-3", "@SUM(A1)",
+             "\tcmd", "\rcmd", "'=x", "''@y", "'kept", "Zoë Müller-Łukasz", "x=1", "e-mail@example.org", '="a,b"']
+    numbers = [0.95, -1.5, 1e-05, None, 3.0, 1e16, 0.1 + 0.2, None, 7.0, -0.0, 123456.789, 2.5e-300, 1.0, 0.5, 0.25,
+               None, 42.0, 0.9, 1e22, -7.25]
+    flags = [True, False, None] * 6 + [True, False]
+    table = pa.table({"text": texts, "number": numbers, "flag": flags, "id": [f"kol_{i:03d}" for i in range(20)],
+                      "count": list(range(-3, 17)), "empty": pa.nulls(20)})
+    conn = duckdb.connect()
+    conn.register("given", table)
+    conn.execute("CREATE TABLE cells AS SELECT * FROM given")
+    path = tmp_path / "out.csv"
+    assert spreadsheet_csv.write(conn, "SELECT * FROM cells", table.column_names, path) == 20
+
+    expected = io.StringIO()
+    writer = csv.writer(expected, lineterminator="\r\n")
+    writer.writerow(table.column_names)
+    writer.writerows(spreadsheet_csv.rows(spreadsheet_csv.neutralise(table)))
+    assert path.read_bytes() == b"\xef\xbb\xbf" + expected.getvalue().encode("utf-8")
+    assert read(path)[7]["text"] == "'=1+1" and read(path)[3]["text"] == "a,b"
 
 
 def test_restore_gives_back_every_value_neutralise_was_given():
