@@ -30,7 +30,7 @@ from resources.crm.settings import CrmSettings
 from resources.crm.mapping import CHANGES_SCHEMA, CONTACT_SCHEMA
 from resources.lake import LakeResource
 from resources import sql
-from resources.sql import read_parquet, sql_literal
+from resources.sql import read_parquet, sql_literal, transaction
 from resources.warehouse import WarehouseResource
 
 CONTACTS_KEY = dg.AssetKey(["crm", "contacts"])
@@ -178,8 +178,7 @@ def replace_contacts(conn: Any, org: str, source: str, source_name: str) -> None
         [CONTACTS_TABLE]).fetchall()}
     if "org" not in present:
         conn.execute(f"ALTER TABLE {CONTACTS_TABLE} ADD COLUMN org VARCHAR DEFAULT {sql_literal(DEFAULT_ORG)}")
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         conn.execute(f"DELETE FROM {CONTACTS_TABLE} WHERE org = ?", [org])
         conn.execute(f"INSERT INTO {CONTACTS_TABLE} BY NAME SELECT {sql_literal(org)} AS org, {columns}, "
                      f"now() AS _extracted_at FROM {source}")
@@ -190,10 +189,6 @@ def replace_contacts(conn: Any, org: str, source: str, source_name: str) -> None
                          f"{sql_literal(field.metadata[b'description'].decode())}")
         conn.execute(f"COMMENT ON COLUMN {CONTACTS_TABLE}.org IS {sql_literal(tables.ORG[2])}")
         conn.execute(f"COMMENT ON COLUMN {CONTACTS_TABLE}._extracted_at IS 'Time the contact was extracted from the CRM (UTC)'")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 @dg.asset(

@@ -19,6 +19,7 @@ import pyarrow as pa
 from crm.listing import PLAN_SOURCE, Filter, _conditions
 from crm.tables import APPROVALS_TABLE, AUDIT_TABLE, PLAN_TABLE, ensure_tables
 from crm.writeback import PLAN
+from resources.sql import transaction
 
 Decision = Literal["approve", "exclude", "clear"]
 DECISIONS = ("approve", "exclude", "clear")
@@ -76,8 +77,7 @@ def _decide(conn: duckdb.DuckDBPyConnection, org: str, user: str, decision: str,
         raise ValueError(f"decision must be approve, exclude or clear, not {decision!r}")
     ensure_tables(conn)
     at = datetime.now(UTC)
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         conn.execute(f"""CREATE OR REPLACE TEMP TABLE _decided AS
 SELECT p.plan_key, p.kol_id, p.crm_id, p.field, p.old_value, p.new_value, p.run_id, a.decision AS before
 FROM {PLAN_SOURCE} WHERE p.org = ? AND {condition}""", [org, *params])
@@ -94,10 +94,6 @@ FROM _decided WHERE before IS DISTINCT FROM ?""",
                      [org, user, at, "clear_decision" if decision == "clear" else decision,
                       None if decision == "clear" else decision])
         conn.execute("DROP TABLE _decided")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return int(count)
 
 

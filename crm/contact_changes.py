@@ -18,6 +18,7 @@ from typing import Any
 
 from crm.tables import CONTACTS_TABLE, EXTRACT_TABLE, ensure_tables
 from resources.crm.mapping import CONTACT_SCHEMA
+from resources.sql import transaction
 
 FULL_EVERY = timedelta(days=7)
 
@@ -43,8 +44,7 @@ def merge(conn: Any, org: str, changes: str) -> tuple[int, int]:
     (rows merged, contacts deleted)."""
     columns = ", ".join(f'"{name}"' for name in CONTACT_SCHEMA.names)
     latest = f"(SELECT * FROM {changes} QUALIFY row_number() OVER (PARTITION BY crm_id ORDER BY system_modstamp DESC) = 1)"
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_changes AS SELECT * FROM {latest}")
         deleted = conn.execute(f"SELECT count(*) FROM {CONTACTS_TABLE} WHERE org = ? AND crm_id IN "
                                "(SELECT crm_id FROM _crm_changes WHERE is_deleted)", [org]).fetchone()[0]
@@ -52,10 +52,6 @@ def merge(conn: Any, org: str, changes: str) -> tuple[int, int]:
         merged = conn.execute(f"INSERT INTO {CONTACTS_TABLE} BY NAME SELECT ? AS org, {columns}, now() AS _extracted_at "
                               "FROM _crm_changes WHERE NOT is_deleted", [org]).fetchone()[0]
         conn.execute("DROP TABLE _crm_changes")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return int(merged), int(deleted)
 
 
@@ -69,15 +65,10 @@ def record(conn: Any, org: str, source: str, watermark: datetime | None, *, full
     if not full and previous is not None:
         watermark = max(filter(None, (watermark, previous[0])), default=None)
     full_at = now if full or previous is None else previous[1]
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         conn.execute(f"DELETE FROM {EXTRACT_TABLE} WHERE org = ?", [org])
         conn.execute(f"INSERT INTO {EXTRACT_TABLE} (org, source, watermark, full_extract_at, extracted_at, rows_read, "
                      "rows_deleted) VALUES (?, ?, ?, ?, ?, ?, ?)", [org, source, watermark, full_at, now, rows, deleted])
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def forget(conn: Any, org: str) -> None:

@@ -29,7 +29,7 @@ import duckdb
 
 from crm import features, probable
 from file_modes import private_dir
-from resources.sql import sql_literal
+from resources.sql import sql_literal, transaction
 
 KEPT_DIR = "crm-kept"
 ALIAS = "crm_kept"
@@ -117,14 +117,9 @@ def _keep(conn: duckdb.DuckDBPyConnection, fresh: str, columns: list[str], repla
     if not replace:
         conn.execute(f"CREATE TABLE {FEATURES} AS {rows}")
         return
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         conn.execute(f"DELETE FROM {FEATURES} WHERE id IN (SELECT id FROM _kf_gone)")
         conn.execute(f"INSERT INTO {FEATURES} {rows}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def _discard_if_stale(conn: duckdb.DuckDBPyConnection) -> None:

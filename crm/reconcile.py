@@ -36,7 +36,7 @@ from crm.tables import (CONTACTS_TABLE, DEFAULT_ORG, RESULT_TABLE, RUNS_TABLE, S
                         score_band_sql)
 from resources.crm.mapping import CONTACT_SCHEMA, NOT_WRITTEN
 from resources.metadata_record import MetadataRecord, spread_over, unreported
-from resources.sql import sql_literal
+from resources.sql import sql_literal, transaction
 
 Kind = Literal["text", "name", "phone", "country"]
 Policy = Literal["kol", "crm", "report"]
@@ -193,24 +193,23 @@ def reconcile(
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_result AS SELECT * EXCLUDE (org, run_id, reconciled_at) "
                  f"FROM {RESULT_TABLE} LIMIT 0")
     conn.execute(f"INSERT INTO _crm_result BY NAME {_rows_sql()}")
-    conn.execute("BEGIN TRANSACTION")
     try:
-        this_org = f"org = {sql_literal(org)}"
-        _write_changed_rows(conn, org, run_id, reconciled_at)
-        counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} WHERE {this_org} GROUP BY status").fetchall())
-        counts = {status: int(counts.get(status, 0)) for status in STATUSES}
-        review = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE {this_org} AND needs_review AND kol_primary"
-                              ).fetchone()[0]
-        kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)").fetchone()
-        duration = time.perf_counter() - started
-        run = {"org": org, "run_id": run_id, "reconciled_at": reconciled_at, "source": source, "kols": kols, "contacts": contacts,
-               **counts, "needs_review": review, "duplicate_sets": sets, "match_threshold": match_threshold,
-               "duration_seconds": duration}
-        conn.execute(f"INSERT INTO {RUNS_TABLE} ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})", list(run.values()))
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+        with transaction(conn):
+            this_org = f"org = {sql_literal(org)}"
+            _write_changed_rows(conn, org, run_id, reconciled_at)
+            counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} WHERE {this_org} GROUP BY status"
+                                       ).fetchall())
+            counts = {status: int(counts.get(status, 0)) for status in STATUSES}
+            review = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE {this_org} AND needs_review AND kol_primary"
+                                  ).fetchone()[0]
+            kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)"
+                                          ).fetchone()
+            duration = time.perf_counter() - started
+            run = {"org": org, "run_id": run_id, "reconciled_at": reconciled_at, "source": source, "kols": kols,
+                   "contacts": contacts, **counts, "needs_review": review, "duplicate_sets": sets,
+                   "match_threshold": match_threshold, "duration_seconds": duration}
+            conn.execute(f"INSERT INTO {RUNS_TABLE} ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})",
+                         list(run.values()))
     finally:
         for table in conn.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND (starts_with(table_name, '_crm_') "
                                   "OR starts_with(table_name, '_pm_') OR starts_with(table_name, '_dup_'))").fetchall():

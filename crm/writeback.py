@@ -32,7 +32,7 @@ from crm.tables import AUDIT_TABLE, DEFAULT_ORG, PLAN_TABLE, RESULT_TABLE, colum
 from resources.crm.base import WriteResult
 from resources.crm.mapping import NOT_WRITTEN
 from resources.metadata_record import MetadataRecord
-from resources.sql import sql_literal
+from resources.sql import sql_literal, transaction
 
 PLAN = pa.schema(
     [
@@ -148,13 +148,10 @@ def store_plan(conn: duckdb.DuckDBPyConnection, plan: pa.Table, org: str, run_id
     ensure_tables(conn)
     conn.register("_wb_plan_rows", plan)
     try:
-        conn.execute("BEGIN TRANSACTION")
-        conn.execute(f"DELETE FROM {PLAN_TABLE} WHERE org = ?", [org])
-        conn.execute(f"INSERT INTO {PLAN_TABLE} BY NAME SELECT ? AS org, ? AS run_id, * FROM _wb_plan_rows", [org, run_id])
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+        with transaction(conn):
+            conn.execute(f"DELETE FROM {PLAN_TABLE} WHERE org = ?", [org])
+            conn.execute(f"INSERT INTO {PLAN_TABLE} BY NAME SELECT ? AS org, ? AS run_id, * FROM _wb_plan_rows",
+                         [org, run_id])
     finally:
         conn.unregister("_wb_plan_rows")
     return plan.num_rows
@@ -259,8 +256,7 @@ def record_dry_run(conn: duckdb.DuckDBPyConnection, org: str, run_id: str, user:
     """Organization `org`'s stored plan recorded as audit rows of mode dry_run (in SQL: a plan at 1M KOLs has some
     130k rows), and what it would do."""
     ensure_tables(conn)
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         conn.execute(f"""
 INSERT INTO {AUDIT_TABLE} BY NAME
 SELECT org, replace(uuid()::VARCHAR, '-', '') AS audit_id, ? AS "user", ? AS run_id, ? AS at, 'dry_run' AS mode, action,
@@ -269,10 +265,6 @@ FROM {PLAN_TABLE} WHERE org = ? ORDER BY action DESC, kol_id, crm_id, field""", 
         creates, updates, fields = conn.execute(f"""
 SELECT count(DISTINCT kol_id) FILTER (WHERE action = 'create'), count(DISTINCT kol_id) FILTER (WHERE action = 'update'),
        count(*) FROM {PLAN_TABLE} WHERE org = ?""", [org]).fetchone()
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return WritebackOutcome(applied=False, writable=writable, creates=creates, updates=updates, fields=fields, failed=0,
                             needs_review=len(needs_review(conn, org)))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -24,3 +26,15 @@ def cursor(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     own = conn.cursor()
     own.execute(f'USE "{database}"')
     return own
+
+
+@contextmanager
+def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One DuckDB transaction around the block: committed at its end, rolled back if it raises."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
