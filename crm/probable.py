@@ -426,18 +426,15 @@ SELECT id, full_name, NULL AS first, NULL AS last, email, phone, institution, lo
 FROM {kols} WHERE id IN (SELECT id FROM {pool})"""
 
 
-def prepare(conn: duckdb.DuckDBPyConnection, kols: str, kol_pool: str, contacts: str, kept: str | None = None) -> None:
-    """Features and blocking keys of every contact and of the KOLs of `kol_pool` (a relation of ids),
-    and the value frequencies over the contacts (the population). With `kept` (kept_features.attached), the
-    contacts' features and keys come from the kept rows where a contact did not change."""
-    from crm import kept_features
+def contact_features(conn: duckdb.DuckDBPyConnection, contacts: str) -> None:
+    """Features and blocking keys of every contact (crm/kept_features.py keeps them between runs)."""
+    features.build(conn, CONTACT_FEATURES, CONTACT_SOURCE.format(contacts=contacts))
+    keys(conn, CONTACT_FEATURES)
 
-    features.register(conn)
-    if kept:
-        kept_features.build(conn, contacts, CONTACT_FEATURES)
-    else:
-        features.build(conn, CONTACT_FEATURES, CONTACT_SOURCE.format(contacts=contacts))
-        keys(conn, CONTACT_FEATURES)
+
+def prepare(conn: duckdb.DuckDBPyConnection, kols: str, kol_pool: str) -> None:
+    """Features and blocking keys of the KOLs of `kol_pool` (a relation of ids), and the value frequencies over
+    the contacts' features (the population), once those are built."""
     features.build(conn, KOL_FEATURES, KOL_SOURCE.format(kols=kols, pool=kol_pool))
     keys(conn, KOL_FEATURES, spelled_names=True)
     frequencies(conn, CONTACT_FEATURES)

@@ -31,7 +31,7 @@ from typing import Literal
 import duckdb
 import pyarrow as pa
 
-from crm import duplicates, normalize, probable
+from crm import duplicates, features, kept_features, normalize, probable
 from crm.tables import (CONTACTS_TABLE, DEFAULT_ORG, RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables,
                         score_band_sql)
 from resources.crm.mapping import CONTACT_SCHEMA, NOT_WRITTEN
@@ -252,7 +252,12 @@ WHERE (k.email_n IS NULL OR e.kol_id = k.kol_id)
     conn.register("_pm_rejected_arrow", rejected.select(["kol_id", "crm_id"]))
     conn.execute("CREATE OR REPLACE TEMP TABLE _pm_rejected AS SELECT * FROM _pm_rejected_arrow")
     conn.unregister("_pm_rejected_arrow")
-    probable.prepare(conn, kols, "_pm_kpool", contacts, kept)
+    features.register(conn)
+    if kept:
+        kept_features.build(conn, contacts, probable.CONTACT_FEATURES)
+    else:
+        probable.contact_features(conn, contacts)
+    probable.prepare(conn, kols, "_pm_kpool")
     probable.match(conn, "_pm_cpool_ids", threshold, "_pm_rejected")
     sets = duplicates.find(conn, threshold, "(SELECT kol_id FROM _crm_k)")
     probable.one_person_per_kol(conn, duplicates.SETS, "(SELECT crm_id, email_kol AS kol_id FROM _crm_rows WHERE email_kol IS NOT NULL)")
