@@ -45,7 +45,7 @@ def test_a_cli_sync_is_recorded_in_the_dagster_home_the_ui_opens(make_service, t
 
     service = make_service(kols=30, campaigns=2, products=2, signals=3)
     data_dir = tmp_path / "data"
-    result = _commops("sync", "--data-dir", str(data_dir), "--no-progress",
+    result = _commops("sync", "--data-dir", str(data_dir), "--no-progress", "--no-marts",  # the marts: test_marts.py
                       env_overrides={"COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key})
     assert result.returncode == 0, result.stderr
 
