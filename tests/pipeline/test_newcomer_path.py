@@ -1,4 +1,5 @@
-"""The path a new user walks: one Dagster home for the CLI and the UI, one-line errors before any work."""
+"""The path a new user walks: one Dagster home for the CLI and the UI, one-line errors before any work.
+(The README's walkthroughs after `commops demo`: test_demo.py, on the demo's data.)"""
 
 from __future__ import annotations
 
@@ -11,10 +12,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from http_serving.sockets import free_port
 from tests.pipeline.sync_support import with_orgs
-from tests.waiting import wait_until
-from resources.inbox import Inbox, inbox_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +45,7 @@ def test_a_cli_sync_is_recorded_in_the_dagster_home_the_ui_opens(make_service, t
 
     service = make_service(kols=30, campaigns=2, products=2, signals=3)
     data_dir = tmp_path / "data"
-    result = _commops("sync", "--data-dir", str(data_dir), "--no-progress",
+    result = _commops("sync", "--data-dir", str(data_dir), "--no-progress", "--no-marts",  # the marts: test_marts.py
                       env_overrides={"COMMOPS_BASE_URL": service.base_url, "COMMOPS_API_KEY": service.api_key})
     assert result.returncode == 0, result.stderr
 
@@ -147,84 +145,3 @@ def test_a_port_in_use_is_refused_in_one_line(tmp_path, command):
         line = _one_line(_commops(command, "--data-dir", str(tmp_path / "data"), *args,
                                   env_overrides={"COMMOPS_BASE_URL": "http://127.0.0.1:9/v1"}), 1)
     assert line == f"commops {command} failed: port {port} on 127.0.0.1 is in use (choose another with --port)"
-
-
-def _serve(args: list[str], env: dict[str, str], log: Path, health_url: str) -> subprocess.Popen:
-    """A long-running `commops` command (as a second shell would run it), once `health_url` answers."""
-    import httpx
-
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
-    with log.open("w") as out:
-        process = subprocess.Popen([sys.executable, "-m", "commops_cli", *args], env={**base, **env}, cwd=REPO,
-                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-
-    def up() -> bool:
-        assert process.poll() is None, log.read_text()[-2000:]
-        try:
-            return httpx.get(health_url, timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, 60, 0.1, what=health_url)
-    return process
-
-
-@pytest.mark.timeout(600)  # the demo, a sync and the receiver, each building the dbt marts: minutes on a busy machine
-def test_after_the_demo_its_service_syncs_and_a_new_kol_reaches_analytics_through_the_receiver(tmp_path):
-    """The README's local walkthroughs, step by step (free ports instead of 8000 and 8787)."""
-    import duckdb
-    import httpx
-
-    data_dir = tmp_path / "data"
-    env = {"COMMOPS_DATA_DIR": str(data_dir)}
-    demo = _commops("demo", "--kols", "40", env_overrides=env, timeout=300)
-    assert demo.returncode == 0, demo.stderr
-    key = _commops("service", "demo-key", env_overrides=env)
-    assert key.returncode == 0, key.stderr
-    api_key = key.stdout.strip().splitlines()[-1]
-
-    service_port, receiver_port = free_port(), free_port()
-    base_url = f"http://127.0.0.1:{service_port}/v1"
-    client_env = {**env, "COMMOPS_BASE_URL": base_url, "COMMOPS_API_KEY": api_key}
-    # shell 1: the demo's database, by default; loopback webhook targets allowed
-    service = _serve(["service", "run", "--port", str(service_port)],
-                     {**env, "COMMOPS_SERVICE_WEBHOOK_ALLOW_PRIVATE": "true"}, tmp_path / "service.log",
-                     f"{base_url}/openapi.json")
-    receiver = None
-    try:
-        result = _commops("sync", "--no-progress", env_overrides=client_env)
-        assert result.returncode == 0, result.stderr
-        assert "warehouse/kols" in result.stdout
-
-        # shell 2: the receiver; shell 3: register it, create a KOL, apply the event, query analytics.duckdb
-        receiver_log = tmp_path / "receiver.log"
-        receiver = _serve(["receiver", "run", "--port", str(receiver_port)], env, receiver_log,
-                          f"http://127.0.0.1:{receiver_port}/healthz")
-        registered = _commops("webhooks", "register", f"http://127.0.0.1:{receiver_port}/webhooks/commops",
-                              env_overrides=client_env)
-        assert registered.returncode == 0, registered.stderr
-        created = httpx.post(f"{base_url}/kols", headers={"Authorization": f"Bearer {api_key}"},
-                             json={"full_name": "Dr. Ada Walkthrough", "specialties": ["cardiology"],
-                                   "email": "ada.walkthrough@example.org"})
-        assert created.status_code == 201, created.text
-        inbox = Inbox(inbox_path(data_dir))  # what `commops events status` counts
-        wait_until(lambda: inbox.counts()["pending"] == 1, 30, 0.1, what="the kol.created delivery in the inbox")
-        inbox.close()
-        applied = _commops("events", "apply", env_overrides=client_env)
-        assert applied.returncode == 0, applied.stderr
-        assert "1 event(s) applied" in applied.stdout
-        with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as analytics:
-            rows = analytics.execute("SELECT id, full_name FROM kols WHERE email = 'ada.walkthrough@example.org'").fetchall()
-        assert rows == [(created.json()["data"]["id"], "Dr. Ada Walkthrough")]
-
-        # The receiver's log says it took the new secret and received: its last line is not the start-up warning.
-        lines = receiver_log.read_text().strip().splitlines()
-        assert "no secret configured yet" in "\n".join(lines)
-        assert any("webhook-secrets.json reloaded: 1 secret(s)" in line for line in lines), lines
-        assert "deliveries accepted: 1 (1 stored, 0 duplicates)" in lines[-1], lines
-        assert api_key not in receiver_log.read_text()
-    finally:
-        for process in (receiver, service):
-            if process is not None:
-                process.terminate()
-                process.wait(timeout=30)

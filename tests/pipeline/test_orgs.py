@@ -14,9 +14,11 @@ import duckdb
 import httpx
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner, Result
 
 from sync.catalog import CATALOG, KOLS
 from assets.snapshot_date import today
+from commops_cli.commops import main
 from resources.environ import variables_set
 from tests.pipeline.sync_support import api_items, query, sync, table_rows
 from tests.pipeline.test_api_client_support import add_kols
@@ -110,17 +112,31 @@ def test_a_registry_edited_by_hand_with_a_bad_name_is_refused_as_read_in_one_lin
 # -- two organizations, two servers ---------------------------------------------------------------
 
 
+ORG_KOLS = {"acme": 40, "beta": 25}  # each organization's seeded KOLs: tens, so that no count can hide another's rows
+
+
+def commops_here(*args: str, env: dict[str, str]) -> Result:
+    """A quick `commops` command run in this process, for set-up (the commands themselves: the tests above)."""
+    clean = {k: None for k in os.environ if k.startswith(("COMMOPS_", "DAGSTER_"))}
+    result = CliRunner().invoke(main, list(args), env=clean | env, prog_name="commops")
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def register(name: str, base_url: str, organization_id: str, env: dict[str, str]) -> None:
+    commops_here("orgs", "add", name, "--base-url", base_url, "--api-key-env", f"{name.upper()}_KEY",
+                 "--organization-id", organization_id, env=env)
+
+
 @pytest.fixture
 def two_orgs(make_service, tmp_path):
     """Organizations acme and beta, each on its own service, registered in a fresh data directory."""
-    acme = make_service(kols=230, campaigns=6, products=5, signals=25, random_seed=1)
-    beta = make_service(kols=140, campaigns=4, products=3, signals=15, random_seed=2)
+    acme = make_service(kols=ORG_KOLS["acme"], campaigns=6, products=5, signals=25, random_seed=1)
+    beta = make_service(kols=ORG_KOLS["beta"], campaigns=4, products=3, signals=15, random_seed=2)
     data = tmp_path / "data"
     env = {"ACME_KEY": acme.api_key, "BETA_KEY": beta.api_key, "COMMOPS_DATA_DIR": str(data)}
     for name, service in (("acme", acme), ("beta", beta)):
-        result = commops("orgs", "add", name, "--base-url", service.base_url, "--api-key-env", f"{name.upper()}_KEY",
-                         "--organization-id", service.org_id, env=env)
-        assert result.returncode == 0, result.stderr
+        register(name, service.base_url, service.org_id, env)
     return {"acme": acme, "beta": beta}, data, env
 
 
@@ -146,7 +162,7 @@ def test_sync_all_lands_every_organization_from_its_own_server_and_no_row_crosse
     for org in services:
         assert (data / "lake" / f"org={org}" / "kols").is_dir()
     history = query(data / "analytics.duckdb", "SELECT org, count(*) FROM kols_history GROUP BY org ORDER BY org")
-    assert history == [("acme", 230), ("beta", 140)]
+    assert history == sorted(ORG_KOLS.items())
     # the marts, built once after both organizations (not once by each), hold both
     assert result.stdout.count("building the marts once") == 1 and "marts: built and swapped in" in result.stdout
     db = data / "analytics.duckdb"
@@ -182,10 +198,9 @@ def test_an_organization_whose_key_is_revoked_mid_run_fails_alone_naming_its_key
     slow = services["acme"].settings.model_copy(update={"fault_slow_rate": 1.0, "fault_slow_seconds": 0.4})
     server = RevokedWhenKolsAreAskedFor(slow).start()
     try:
-        commops("orgs", "remove", "acme", env=env)
-        commops("orgs", "add", "acme", "--base-url", server.base_url, "--api-key-env", "ACME_KEY",
-                "--organization-id", services["acme"].org_id, env=env)
-        result = commops("sync", "--all", "--max-parallel", "2", "--enrich-limit", "0", env=env)
+        commops_here("orgs", "remove", "acme", env=env)
+        register("acme", server.base_url, services["acme"].org_id, env)
+        result = commops("sync", "--all", "--max-parallel", "2", "--enrich-limit", "0", "--no-marts", env=env)
         assert revoked == [key_id], "the key was not revoked while acme's run paged"
     finally:
         server.stop()
@@ -209,7 +224,7 @@ def test_webhook_events_land_in_their_organization_and_an_unknown_organizations_
     from commops_cli.events import run_apply
 
     services, data, env = two_orgs
-    assert commops("sync", "--all", "--enrich-limit", "0", env=env).returncode == 0
+    assert commops("sync", "--all", "--enrich-limit", "0", "--no-marts", env=env).returncode == 0
     receiver = make_receiver(data_dir=data)
     created = {org: add_kols(service, 1)[0] for org, service in services.items()}
     events = [{"id": f"wh_evt_{org}", "event": "kol.created", "created_at": "2026-11-22T10:00:00Z",

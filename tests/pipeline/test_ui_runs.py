@@ -1,7 +1,7 @@
 """The Dagster UI: runs the commands execute in their own process (`commops sync`, `reconcile`, `events
 apply`) show where scheduled runs do, on the Overview timeline (which places runs by their code location
 and repository) and on their job's page (which lists the job's runs of that repository), asked of a real
-`dagster-webserver` over GraphQL; `commops ui` starts without Dagster's warnings."""
+`dagster-webserver` over GraphQL. (`commops ui` starting without Dagster's warnings: test_stopping.py.)"""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import httpx
 
 from commops_cli.daemon_process import running_process
 from http_serving.sockets import free_port
-from tests.processes import terminate
 from tests.waiting import wait_until
 from resources.inbox import open_inbox
 from resources.inbox.envelope import parse_envelope
@@ -51,7 +50,7 @@ def test_runs_of_sync_reconcile_and_events_apply_show_on_the_overview_timeline_a
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME", "SALESFORCE_"))}
     env.update(COMMOPS_BASE_URL=service.base_url, COMMOPS_API_KEY=service.api_key, COMMOPS_DATA_DIR=str(data_dir),
                COMMOPS_CRM_CSV=str(_crm_export(tmp_path)), PYTHONPATH=str(REPO))
-    _commops(["sync", "--no-progress"], env, tmp_path)
+    _commops(["sync", "--no-progress", "--no-marts"], env, tmp_path)  # the marts add nothing to what runs show
     _commops(["reconcile"], env, tmp_path)
     _store_an_update_of_a_synced_kol(data_dir)
     _commops(["events", "apply"], env, tmp_path)
@@ -82,33 +81,6 @@ def test_runs_of_sync_reconcile_and_events_apply_show_on_the_overview_timeline_a
     for run in timeline:
         assert run["repositoryOrigin"] == {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY}, run
         assert pages[run["pipelineName"]] == [run["runId"]]
-
-
-def test_commops_ui_run_from_the_repo_root_starts_without_the_supersession_or_the_unused_dagster_yaml_warning(tmp_path):
-    """`dagster dev` warned that it is superseded by `dg dev`, and, run beside the repo's dagster.yaml with
-    DAGSTER_HOME elsewhere, that the file "will not be used"."""
-    ui_port, service_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
-    env["COMMOPS_DATA_DIR"] = str(tmp_path / "data")
-    log = tmp_path / "ui.log"
-    with log.open("w") as out:
-        ui = subprocess.Popen([sys.executable, "-m", "commops_cli", "ui", "--port", str(ui_port), "--service-port",
-                               str(service_port)], env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out,
-                              stderr=subprocess.STDOUT)
-    try:
-        def serving() -> bool:
-            assert ui.poll() is None, log.read_text()[-2000:]
-            try:
-                return httpx.get(f"http://127.0.0.1:{ui_port}/server_info", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(serving, 180, 0.5, what="commops ui's webserver")
-    finally:
-        terminate(ui, timeout=40)  # commops ui stops dg dev's process group, then the local service
-    output = log.read_text()
-    assert "SupersessionWarning" not in output and "superseded" not in output, output
-    assert "will not be used" not in output, output
 
 
 def _commops(args: list[str], env: dict[str, str], cwd: Path) -> None:
