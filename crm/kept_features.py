@@ -86,13 +86,16 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
     _discard_if_stale(conn)
     kept = _has(conn, "contact_features")
     fields = ", ".join(SOURCE_FIELDS)
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_now AS SELECT crm_id AS id, hash({fields}) AS fingerprint FROM {contacts}")
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_now AS SELECT crm_id AS id, hash({fields}) AS fingerprint "
+                 f"FROM {contacts}")
     fresh, source = table, contacts  # nothing kept: every contact is computed, as without kept rows
     if kept:
         unchanged = "ON f.id = n.id AND f.fingerprint = n.fingerprint"
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_gone AS SELECT f.id FROM {FEATURES} f ANTI JOIN _kf_now n {unchanged}")
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_gone AS SELECT f.id FROM {FEATURES} f "
+                     f"ANTI JOIN _kf_now n {unchanged}")
         fresh = "_kf_fresh"
-        source = f"(SELECT * FROM {contacts} WHERE crm_id IN (SELECT n.id FROM _kf_now n ANTI JOIN {FEATURES} f {unchanged}))"
+        source = (f"(SELECT * FROM {contacts} WHERE crm_id IN "
+                  f"(SELECT n.id FROM _kf_now n ANTI JOIN {FEATURES} f {unchanged}))")
     features.build(conn, fresh, probable.CONTACT_SOURCE.format(contacts=source))
     computed = conn.execute(f"SELECT count(*) FROM {fresh}").fetchone()[0]
     columns = [row[0] for row in conn.execute(f"DESCRIBE {fresh}").fetchall()]
@@ -113,7 +116,8 @@ SELECT {ordered} FROM {FEATURES} f JOIN ids USING (id)""")
 def _keep(conn: duckdb.DuckDBPyConnection, fresh: str, columns: list[str], replace: bool) -> None:
     """The kept rows: those of `fresh` with their fingerprints, in place of the changed and gone contacts' rows
     (`replace`), or as the first rows."""
-    rows = f"SELECT {', '.join(f'f.{chr(34)}{c}{chr(34)}' for c in columns)}, n.fingerprint FROM {fresh} f JOIN _kf_now n USING (id)"
+    selected = ", ".join(f'f."{c}"' for c in columns)
+    rows = f"SELECT {selected}, n.fingerprint FROM {fresh} f JOIN _kf_now n USING (id)"
     if not replace:
         conn.execute(f"CREATE TABLE {FEATURES} AS {rows}")
         return

@@ -200,8 +200,8 @@ def reconcile(
             counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} WHERE {this_org} GROUP BY status"
                                        ).fetchall())
             counts = {status: int(counts.get(status, 0)) for status in STATUSES}
-            review = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE {this_org} AND needs_review AND kol_primary"
-                                  ).fetchone()[0]
+            review = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE {this_org} AND needs_review "
+                                  "AND kol_primary").fetchone()[0]
             kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)"
                                           ).fetchone()
             duration = time.perf_counter() - started
@@ -224,14 +224,17 @@ def _write_changed_rows(conn: duckdb.DuckDBPyConnection, org: str, run_id: str, 
     reconciliation's SQL (about 20 s at a million rows). A row is kept when a row of the same contact (or of
     the same KOL, on KOL-only rows) has the same hash of every produced column."""
     names = column_names(RESULT_TABLE)
+    columns = ", ".join(f'"{name}"' for name in names)
     produced = ", ".join(f'"{name}"' for name in names[3:])  # all but org, run_id, reconciled_at
     same_row = "o.h = n.h AND o.crm_id IS NOT DISTINCT FROM n.crm_id AND o.kol_id IS NOT DISTINCT FROM n.kol_id"
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_old AS SELECT rowid AS row, hash({produced}) AS h, crm_id, kol_id "
                  f"FROM {RESULT_TABLE} WHERE org = ?", [org])
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_new AS SELECT hash({produced}) AS h, * FROM _crm_result")
-    conn.execute(f"DELETE FROM {RESULT_TABLE} WHERE rowid IN (SELECT o.row FROM _crm_old o ANTI JOIN _crm_new n ON {same_row})")
-    conn.execute(f"INSERT INTO {RESULT_TABLE} ({', '.join(f'{chr(34)}{name}{chr(34)}' for name in names)}) "
-                 f"SELECT {sql_literal(org)}, {sql_literal(run_id)}, {sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, "
+    conn.execute(f"DELETE FROM {RESULT_TABLE} WHERE rowid IN "
+                 f"(SELECT o.row FROM _crm_old o ANTI JOIN _crm_new n ON {same_row})")
+    conn.execute(f"INSERT INTO {RESULT_TABLE} ({columns}) "
+                 f"SELECT {sql_literal(org)}, {sql_literal(run_id)}, "
+                 f"{sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, "
                  f"{produced} FROM _crm_new n ANTI JOIN _crm_old o ON {same_row}")
     conn.execute(f"UPDATE {RESULT_TABLE} SET run_id = ?, reconciled_at = ?::TIMESTAMPTZ WHERE org = ?",
                  [run_id, reconciled_at.isoformat(), org])
