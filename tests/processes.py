@@ -51,6 +51,20 @@ def answers(port: int) -> bool:
     return True
 
 
+def wait_for_url(process: subprocess.Popen, url: str, timeout: float, log: Path, interval: float = 0.2) -> None:
+    """Wait until `url` answers 200, failing with the end of `log` as soon as `process` has died."""
+    import httpx
+
+    def up() -> bool:
+        assert process.poll() is None, log.read_text()[-2000:]
+        try:
+            return httpx.get(url, timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(up, timeout, interval, what=f"{url} to answer")
+
+
 def terminate(process: subprocess.Popen, timeout: float = 20.0) -> None:
     """SIGTERM `process` (if still running) and wait for it; SIGKILL when it outlives `timeout` seconds."""
     if process.poll() is None:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from http_serving.sockets import free_port
-from tests.processes import assert_stops_on_sigterm
+from tests.processes import assert_stops_on_sigterm, wait_for_url
 from tests.waiting import wait_until
 from resources.inbox import Inbox, inbox_path
 
@@ -61,15 +61,7 @@ def _serve(args: list[str], env: dict[str, str], log: Path, health_url: str) -> 
     with log.open("w") as out:
         process = subprocess.Popen([sys.executable, "-m", "commops_cli", *args], env=_env(env), cwd=REPO,
                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-
-    def up() -> bool:
-        assert process.poll() is None, log.read_text()[-2000:]
-        try:
-            return httpx.get(health_url, timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, 60, 0.1, what=health_url)
+    wait_for_url(process, health_url, 60, log, interval=0.1)
     return process
 
 

@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 
 from http_serving.sockets import free_port
-from tests.processes import answers, assert_stops_on_sigterm, descendants
+from tests.processes import answers, assert_stops_on_sigterm, descendants, wait_for_url
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,23 +25,12 @@ def _start(*args: str, data_dir: Path, log: Path) -> subprocess.Popen:
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _wait_for(process: subprocess.Popen, url: str, timeout: float, log: Path) -> None:
-    def up() -> bool:
-        assert process.poll() is None, log.read_text()[-2000:]
-        try:
-            return httpx.get(url, timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, timeout, 0.2, what=f"{url} to answer")
-
-
 def test_sigterm_stops_service_run_and_frees_its_port(tmp_path):
     port = free_port()
     log = tmp_path / "service.log"
     service = _start("service", "run", "--db", str(tmp_path / "service.db"), "--port", str(port), data_dir=tmp_path,
                      log=log)
-    _wait_for(service, f"http://127.0.0.1:{port}/v1/openapi.json", 60, log)
+    wait_for_url(service, f"http://127.0.0.1:{port}/v1/openapi.json", 60, log)
     assert_stops_on_sigterm(service, [port])
 
 
@@ -50,7 +38,7 @@ def test_sigterm_stops_receiver_run_and_frees_its_port(tmp_path):
     port = free_port()
     log = tmp_path / "receiver.log"
     receiver = _start("receiver", "run", "--port", str(port), data_dir=tmp_path, log=log)
-    _wait_for(receiver, f"http://127.0.0.1:{port}/healthz", 60, log)
+    wait_for_url(receiver, f"http://127.0.0.1:{port}/healthz", 60, log)
     assert_stops_on_sigterm(receiver, [port])
 
 
@@ -62,7 +50,7 @@ def test_sigterm_to_commops_ui_stops_dagster_dev_all_it_started_and_the_local_se
     log = tmp_path / "ui.log"
     ui = _start("ui", "--port", str(ui_port), "--service-port", str(service_port), data_dir=tmp_path / "data", log=log)
     try:
-        _wait_for(ui, f"http://127.0.0.1:{ui_port}/server_info", 180, log)  # a cold dagster dev on a loaded machine
+        wait_for_url(ui, f"http://127.0.0.1:{ui_port}/server_info", 180, log)  # a cold dagster dev on a loaded machine
         assert answers(service_port)
         # webserver, daemon, code server and its gRPC server: all started by then
         wait_until(lambda: len(descendants(ui.pid)) >= 4, 60, 0.2, what="dagster dev's processes")
