@@ -26,18 +26,15 @@ from typing import Any
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtProject, dbt_assets
 
-import marts as marts_package
 from assets.dbt_in_process import InProcessDbtCli
+from assets.mart_keys import MART_KEYS, MARTS_GROUP, MARTS_PROJECT_DIR, STAGING_KEYS, SWAPPED_IN
 
 from resources.files import holding_lock
 from resources.environ import variables_set
 from resources.marts import MartsResource
 from resources.warehouse import WarehouseResource
 
-MARTS_PROJECT_DIR = Path(marts_package.__file__).resolve().parent  # the dbt project, shipped as package data
-MARTS_GROUP = "marts"
 DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))  # the venv's, whatever PATH says
-SWAPPED_IN = "swapped_in"  # materialization metadata: whether this build became the marts analysts read
 
 
 def marts_project() -> DbtProject:
@@ -186,4 +183,7 @@ def _reported(context: dg.AssetExecutionContext, events: list[Any], swapped_in: 
                         metadata={SWAPPED_IN: False, "built": False})
 
 
-MART_KEYS = [key for key in marts.keys if len(key.path) == 2]  # the marts analytics.duckdb publishes
+if set(marts.keys) != {*MART_KEYS, *STAGING_KEYS}:
+    raise RuntimeError(f"the marts' dbt assets ({sorted(k.to_user_string() for k in marts.keys)}) are not the "
+                       f"models assets/mart_keys.py reads from {MARTS_PROJECT_DIR / 'models'}: each model must be "
+                       f"one .sql file under models/marts or models/staging")

@@ -35,10 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 import dagster as dg  # noqa: E402
 
-from assets.marts import MARTS_GROUP  # noqa: E402
 from assets.partitions import ORGS  # noqa: E402
 from benchmarks.nightly_sync import host_probe  # noqa: E402
-from commops_cli.in_process import QUIET_CONSOLE, without_groups  # noqa: E402
+from commops_cli.in_process import QUIET_CONSOLE  # noqa: E402
 from pipelines.definitions import make_definitions  # noqa: E402
 from pipelines.jobs import NIGHTLY_SYNC  # noqa: E402
 from resources.settings import load_settings  # noqa: E402
@@ -49,8 +48,7 @@ ORG = "default"
 def nightly_graph() -> list[tuple[list[dg.AssetKey], dict[dg.AssetKey, set[dg.AssetKey]], list[dg.AssetCheckSpec]]]:
     """The nightly run's steps as (asset keys, each key's dependencies, check specs), in the code location's order."""
     with tempfile.TemporaryDirectory() as data_dir:
-        job = without_groups(make_definitions(load_settings(data_dir=data_dir)).resolve_job_def(NIGHTLY_SYNC),
-                             (MARTS_GROUP,))
+        job = make_definitions(load_settings(data_dir=data_dir), marts=False).resolve_job_def(NIGHTLY_SYNC)
     selected = set(job.asset_layer.selected_asset_keys)
     steps = []
     for assets_def in job.asset_layer.asset_graph.assets_defs:

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from assets.marts import MARTS_PROJECT_DIR  # noqa: E402
+from assets.mart_keys import MARTS_PROJECT_DIR  # noqa: E402
 from resources.digest import content_fields  # noqa: E402
 from resources.lake import LakeResource  # noqa: E402
 from resources.marts import MartsResource  # noqa: E402

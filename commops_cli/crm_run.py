@@ -43,7 +43,7 @@ def run_reconciliation(
     `user`). The CRM comes from the environment."""
     settings = load_settings(data_dir=data_dir)
     resources = build_resources(settings, crm=crm_resource())
-    with job_runner(settings, resources, instance) as runner:
+    with job_runner(settings, resources, instance, marts=False) as runner:
         run = runner.run(CRM_RECONCILIATION, run_config={"ops": {WRITEBACK_OP: {"config": {"apply": apply, "user": user}}}},
                          partition=org)
     if not run.success:

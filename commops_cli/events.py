@@ -77,7 +77,7 @@ def run_apply(
     summary = ApplySummary()
     logging.getLogger("commops").setLevel(logging.INFO)
     previous: list[str] = []
-    with job_runner(settings, resources, instance) as runner:
+    with job_runner(settings, resources, instance, marts=False) as runner:
         while True:
             known = orgs.all()
             with inbox.open() as box:
@@ -165,7 +165,7 @@ def follow_events(base_url, api_key_env, data_dir, limit, poll_seconds) -> None:
     def say(line: str) -> None:
         click.echo(f"commops events follow: {line}", err=True)
 
-    with job_runner(settings, resources) as runner:
+    with job_runner(settings, resources, marts=False) as runner:
         say(f"applying events as they arrive from the inbox {resources['inbox'].where}; stop with Ctrl-C")
         follow(runner, resources, stop, say, limit=limit, poll_seconds=poll_seconds)
     say("stopped")

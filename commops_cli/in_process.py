@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -84,11 +84,10 @@ class JobRunner:
     instance: dg.DagsterInstance
 
     def run(self, job_name: str, run_config: Mapping[str, Any] | None = None, partition: str | None = None,
-            tags: Mapping[str, str] | None = None, skip_groups: Collection[str] = ()) -> JobRun:
+            tags: Mapping[str, str] | None = None) -> JobRun:
         """Run the job to its end (a failure is in the JobRun, not raised). `partition`: the key of a
-        partitioned job, added to its dynamic partitions when new. `skip_groups`: asset groups left out of
-        this run (their checks with them)."""
-        job = without_groups(self.definitions.resolve_job_def(job_name), skip_groups)
+        partitioned job, added to its dynamic partitions when new."""
+        job = self.definitions.resolve_job_def(job_name)
         partitions = job.partitions_def
         if (isinstance(partitions, dg.DynamicPartitionsDefinition) and partition is not None
                 and not self.instance.has_dynamic_partition(partitions.name, partition)):
@@ -117,27 +116,19 @@ class JobRunner:
 
 
 @contextmanager
-def job_runner(settings: Settings, resources: Mapping[str, Any],
-               instance: dg.DagsterInstance | None = None) -> Iterator[JobRunner]:
-    """A runner of the code location's jobs (built from `settings` and `resources`), in `instance`,
-    else in the Dagster home the UI reads (`commops ui`), open for the `with` block. As in every process
+def job_runner(settings: Settings, resources: Mapping[str, Any], instance: dg.DagsterInstance | None = None, *,
+               marts: bool = True) -> Iterator[JobRunner]:
+    """A runner of the code location's jobs (built from `settings` and `resources`; without the marts' dbt
+    assets unless `marts`), in `instance`, else in the Dagster home the UI reads (`commops ui`), open for the
+    `with` block. As in every process
     that runs the code location, the umask becomes the project's (file_modes), so a job run in process (a
     test's, a benchmark's) writes owner-only files like `commops` does, and a lake from before
     organizations takes their layout."""
     restrict_umask()
     adopt_single_org_layout(settings)
-    definitions = make_definitions(settings, resources)
+    definitions = make_definitions(settings, dict(resources), marts=marts)
     with nullcontext(instance) if instance is not None else dagster_instance(settings) as opened:
         yield JobRunner(definitions, opened)
-
-
-def without_groups(job: dg.JobDefinition, groups: Collection[str]) -> dg.JobDefinition:
-    """`job`, or its subset without the assets of `groups`."""
-    if not groups:
-        return job
-    layer = job.asset_layer
-    return job.get_subset(asset_selection={key for key in layer.selected_asset_keys
-                                           if layer.get(key).group_name not in groups})
 
 
 def execute_in_process(job: dg.JobDefinition, instance: dg.DagsterInstance, run_config: Mapping[str, Any],

@@ -41,7 +41,7 @@ def marts_outcome(swapped_in: bool) -> str:
 
 def run_marts_build(data_dir: str | os.PathLike[str] | None = None) -> MartsBuild:
     """Run `refresh_marts` in this process: every mart, then analytics.duckdb published."""
-    from assets.marts import MART_KEYS, SWAPPED_IN
+    from assets.mart_keys import MART_KEYS, SWAPPED_IN
     from commops_cli.in_process import job_runner
     from pipelines.definitions import build_resources
     from pipelines.jobs import REFRESH_MARTS

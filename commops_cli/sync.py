@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from assets.marts import MARTS_GROUP, SWAPPED_IN
+from assets.mart_keys import MARTS_GROUP, SWAPPED_IN
 from commops_cli import exit_codes
 from commops_cli.command_checks import fail
 from commops_cli.marts import marts_outcome

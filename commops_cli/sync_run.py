@@ -22,7 +22,6 @@ import dagster as dg
 
 from alerts.commands import review_after_run
 from assets import snapshot_date as dates
-from assets.marts import MARTS_GROUP
 from assets.metadata import SyncStats
 from assets.sync_health import record_sync_health
 from sync.progress import ProgressReporter
@@ -166,10 +165,9 @@ def run_sync(
     # itself, as it does in a scheduled run: one path for the setting.
     run_config = ({"ops": {KOL_DETAILS_OP: {"config": {"limit": enrich_details_limit}}}}
                   if enrich_details_limit is not None else {})
-    with one_sync_per_org(settings.data_dir, org), job_runner(settings, resources, instance) as runner:
+    with one_sync_per_org(settings.data_dir, org), job_runner(settings, resources, instance, marts=marts) as runner:
         with display, commops_notices():
-            run = runner.run(NIGHTLY_SYNC, run_config=run_config, partition=org,
-                             skip_groups=() if marts else (MARTS_GROUP,))
+            run = runner.run(NIGHTLY_SYNC, run_config=run_config, partition=org)
             review_after_run(runner.instance, run.run_id, inbox_location(settings.data_dir),
                              registry.all())
             if not run.success:

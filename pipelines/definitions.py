@@ -15,7 +15,7 @@ from assets.crm import CRM_ASSETS
 from assets.kol_details import kol_details
 from assets.lake import SNAPSHOT_ASSETS
 from sync.catalog import CATALOG
-from assets.marts import MART_KEYS, MARTS_PROJECT, dbt_cli, marts
+from assets.mart_keys import MART_KEYS
 from sync.progress import ProgressReporter
 from assets.warehouse import TABLE_ASSETS
 from assets.webhooks import WEBHOOK_ASSETS, webhook_events
@@ -44,10 +44,10 @@ CODE_LOCATION = "pipelines.definitions"
 
 WAREHOUSE_ASSETS = [*TABLE_ASSETS, kol_details]
 # analytics.duckdb is published after the nightly tables and marts, or after the incremental job's merges.
+# The marts' dbt assets join these in make_definitions.
 ASSETS = [
     *SNAPSHOT_ASSETS,
     *WAREHOUSE_ASSETS,
-    marts,
     build_analytics_asset([a.key for a in [*WAREHOUSE_ASSETS, webhook_events, *CRM_ASSETS]] + MART_KEYS),
     *WEBHOOK_ASSETS,
     *CRM_ASSETS,
@@ -85,7 +85,6 @@ def build_resources(
         "lake": LakeResource(data_dir=data_dir, url=settings.lake_url),
         "warehouse": WarehouseResource(data_dir=data_dir),
         "marts": MartsResource(data_dir=data_dir),
-        "dbt": dbt_cli(MARTS_PROJECT),
         "iceberg": IcebergResource(
             catalog_url=dg.EnvVar(ICEBERG_CATALOG_URL_ENV) if os.environ.get(ICEBERG_CATALOG_URL_ENV) else None,
             warehouse=settings.iceberg_warehouse,
@@ -123,10 +122,19 @@ def with_freshness_policies(assets: list, timezone: str) -> list:
             for a in assets]
 
 
-def make_definitions(settings: Settings, resources: dict[str, Any] | None = None) -> dg.Definitions:
-    resources = resources or build_resources(settings)
+def make_definitions(settings: Settings, resources: dict[str, Any] | None = None, *,
+                     marts: bool = True) -> dg.Definitions:
+    """The code location's definitions. `marts=False` leaves out the marts' dbt assets and their dbt resource
+    (a process running a job that builds no marts then never imports dbt); analytics still names them upstream."""
+    resources = dict(resources or build_resources(settings))
+    assets = ASSETS
+    if marts:
+        from assets.marts import MARTS_PROJECT, dbt_cli, marts as dbt_marts
+
+        assets = [*ASSETS, dbt_marts]
+        resources.setdefault("dbt", dbt_cli(MARTS_PROJECT))
     return dg.Definitions(
-        assets=with_freshness_policies(ASSETS, settings.timezone),
+        assets=with_freshness_policies(assets, settings.timezone),
         jobs=[*JOBS, retention_job],
         schedules=[*build_schedules(settings.timezone, crm_configured=not isinstance(resources["crm"], NoCrmConfigured)),
                    retention_schedule(settings.timezone)],

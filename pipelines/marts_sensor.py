@@ -20,11 +20,12 @@ from typing import Any
 import dagster as dg
 
 from assets.analytics import ANALYTICS_KEY
-from assets.marts import MART_KEYS, marts
+from assets.mart_keys import MART_KEYS, STAGING_KEYS
 from pipelines.jobs import REFRESH_MARTS
 
 # What the marts read, but the lake's KOL snapshots (kol_history): those change only in the nightly run.
 _NIGHTLY_ONLY = {dg.AssetKey(["lake", "kols"])}
+_DBT_MODELS = {*MART_KEYS, *STAGING_KEYS}
 
 
 def _latest(instance: dg.DagsterInstance, key: dg.AssetKey) -> float | None:
@@ -39,7 +40,7 @@ def stale_marts(instance: dg.DagsterInstance, graph: Any) -> list[dg.AssetKey]:
     for mart in MART_KEYS:
         built = _latest(instance, mart)
         # The tables its sources name: the mart's parents, or its staging views' (depth 2).
-        inputs = dg.AssetSelection.assets(mart).upstream(depth=2).resolve(graph) - set(marts.keys) - _NIGHTLY_ONLY
+        inputs = dg.AssetSelection.assets(mart).upstream(depth=2).resolve(graph) - _DBT_MODELS - _NIGHTLY_ONLY
         if any((t := _latest(instance, key)) is not None and (built is None or t > built) for key in inputs):
             stale.append(mart)
     return stale

@@ -208,7 +208,8 @@ def test_a_build_whose_error_test_fails_keeps_the_last_good_marts_while_the_raw_
 def test_dbt_unit_tests_of_the_rate_formulas_and_of_kol_history_pass_and_fail_when_an_expectation_is_wrong(
         synced: Path, tmp_path: Path):
     """`dbt test --select test_type:unit` from the project folder (target dev: it reads the published copy)."""
-    from assets.marts import DBT_EXECUTABLE, MARTS_PROJECT_DIR
+    from assets.mart_keys import MARTS_PROJECT_DIR
+    from assets.marts import DBT_EXECUTABLE
 
     project = tmp_path / "project"
     shutil.copytree(MARTS_PROJECT_DIR, project, ignore=shutil.ignore_patterns("target", "logs"))
@@ -265,7 +266,8 @@ def _write_night(data_dir: Path, night: date, change: str) -> None:
 def _build_history(data_dir: Path, build: Path, *flags: str) -> str:
     """kol_history built into `build` as the pipeline builds it (target pipeline, the warehouse attached); the SQL
     dbt ran."""
-    from assets.marts import DBT_EXECUTABLE, MARTS_PROJECT_DIR
+    from assets.mart_keys import MARTS_PROJECT_DIR
+    from assets.marts import DBT_EXECUTABLE
 
     target = data_dir.parent / "dbt-target"
     environment = {**os.environ, **MartsResource(data_dir=str(data_dir)).dbt_environment(
@@ -331,7 +333,8 @@ def test_kol_history_built_night_by_night_from_the_changed_rows_equals_a_full_re
 
 def test_a_dbt_stopped_before_its_models_is_told_in_one_line_naming_the_cause():
     from assets.dbt_in_process import run_dbt
-    from assets.marts import MARTS_PROJECT_DIR, _summary
+    from assets.mart_keys import MARTS_PROJECT_DIR
+    from assets.marts import _summary
 
     result, lines = run_dbt(["build", "--target", "no_such_target", "--project-dir", str(MARTS_PROJECT_DIR),
                              "--profiles-dir", str(MARTS_PROJECT_DIR)], {})
@@ -339,3 +342,33 @@ def test_a_dbt_stopped_before_its_models_is_told_in_one_line_naming_the_cause():
     assert not result.success
     summary = _summary(echoed)
     assert "no_such_target" in summary and "\n" not in summary
+
+
+def test_the_jobs_that_build_no_marts_run_without_dbt_and_name_the_same_marts():
+    """A CRM or webhook run, or `commops sync --no-marts`, loads the code location without the marts' dbt assets
+    (dbt is not imported), and analytics still follows the marts the dbt project builds."""
+    program = """
+import sys, tempfile
+import dagster as dg
+import commops_cli.crm_run, commops_cli.events, commops_cli.events_follow, commops_cli.sync
+from pipelines.definitions import make_definitions
+from resources.settings import load_settings
+settings = load_settings(data_dir=tempfile.mkdtemp())
+light = make_definitions(settings, marts=False)
+for job in ("nightly_sync", "crm_reconciliation", "apply_webhook_events"):
+    light.resolve_job_def(job)
+print("dagster_dbt" in sys.modules)
+full = make_definitions(settings)
+analytics = full.resolve_assets_def("analytics")
+marts = full.resolve_assets_def(dg.AssetKey(["marts", "kol_360"]))
+print(sorted(k.to_user_string() for k in marts.keys) == sorted(k.to_user_string() for k in
+      full.resolve_job_def("refresh_marts").asset_layer.selected_asset_keys if k.path[0] == "marts"))
+print(sorted(k.to_user_string() for k in analytics.asset_deps[analytics.key] if k.path[0] == "marts")
+      == sorted(k.to_user_string() for k in marts.keys if len(k.path) == 2))
+print(sorted(k.to_user_string() for k in light.resolve_assets_def("analytics").asset_deps[analytics.key]) ==
+      sorted(k.to_user_string() for k in analytics.asset_deps[analytics.key]))
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "True", "True"]

@@ -8,7 +8,7 @@ import time
 import dagster as dg
 
 from assets.analytics import ANALYTICS_KEY
-from assets.marts import MART_KEYS
+from assets.mart_keys import MART_KEYS
 from pipelines.definitions import make_definitions
 from pipelines.marts_sensor import build_marts_refresh_sensor
 from resources.settings import load_settings

@@ -14,7 +14,6 @@ from types import SimpleNamespace
 import dagster as dg
 import pytest
 
-from assets.marts import MARTS_GROUP
 from commops_cli.in_process import QUIET_CONSOLE, job_runner
 from commops_cli.sync_run import SyncError
 from pipelines.definitions import build_resources
@@ -48,12 +47,10 @@ def _nightly(server, data, instance: dg.DagsterInstance | None = None, *, lands:
     """A nightly run of the default organization, in process, without the dbt marts; it `lands` or fails."""
     settings = load_settings(base_url=server.base_url, data_dir=data)
     with api_key_in_env(server.api_key), job_runner(settings, build_resources(settings),
-                                                    instance or dg.DagsterInstance.ephemeral()) as runner:
+                                                    instance or dg.DagsterInstance.ephemeral(), marts=False) as runner:
         job = runner.definitions.resolve_job_def(NIGHTLY_SYNC)
-        keys = {key for key in job.asset_layer.selected_asset_keys
-                if job.asset_layer.get(key).group_name != MARTS_GROUP}
         runner.instance.add_dynamic_partitions("orgs", [DEFAULT_ORG])
-        result = job.get_subset(asset_selection=keys).execute_in_process(
+        result = job.execute_in_process(
             instance=runner.instance, partition_key=DEFAULT_ORG, raise_on_error=False, run_config=QUIET_CONSOLE)
     assert result.success is lands
     return Night(result.run_id, [
