@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from assets.webhooks import event_ids_of
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS, NIGHTLY_SYNC
@@ -20,6 +21,10 @@ from tests.deploy.conftest import Deployment, seeded_ids
 from tests.pipeline.sync_support import query
 from tests.pipeline.webhook_stack import Stack, new_kol
 from tests.waiting import wait_until
+
+# Above the tests' own waits (a run of up to 240 s after the deployment starts): on a loaded host the suite's
+# 300 s signal otherwise fired inside the deployment's fixture, and pytest ended the whole run with an INTERNALERROR.
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_the_nightly_job_launched_on_the_deployment_runs_in_its_own_process_lands_every_table_and_is_recorded_in_postgres(deployment: Deployment) -> None:
