@@ -120,13 +120,12 @@ def job_runner(settings: Settings, resources: Mapping[str, Any], instance: dg.Da
                marts: bool = True) -> Iterator[JobRunner]:
     """A runner of the code location's jobs (built from `settings` and `resources`; without the marts' dbt
     assets unless `marts`), in `instance`, else in the Dagster home the UI reads (`commops ui`), open for the
-    `with` block. As in every process
-    that runs the code location, the umask becomes the project's (file_modes), so a job run in process (a
-    test's, a benchmark's) writes owner-only files like `commops` does, and a lake from before
-    organizations takes their layout."""
+    `with` block. As in every process that runs the code location, the umask becomes the project's
+    (file_modes), so a job run in process (a test's, a benchmark's) writes owner-only files like `commops`
+    does, and a lake from before organizations takes their layout."""
     restrict_umask()
     adopt_single_org_layout(settings)
-    definitions = make_definitions(settings, dict(resources), marts=marts)
+    definitions = make_definitions(settings, resources, marts=marts)
     with nullcontext(instance) if instance is not None else dagster_instance(settings) as opened:
         yield JobRunner(definitions, opened)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
@@ -122,7 +123,7 @@ def with_freshness_policies(assets: list, timezone: str) -> list:
             for a in assets]
 
 
-def make_definitions(settings: Settings, resources: dict[str, Any] | None = None, *,
+def make_definitions(settings: Settings, resources: Mapping[str, Any] | None = None, *,
                      marts: bool = True) -> dg.Definitions:
     """The code location's definitions. `marts=False` leaves out the marts' dbt assets and their dbt resource
     (a process running a job that builds no marts then never imports dbt); analytics still names them upstream."""
