@@ -23,7 +23,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from resources.sql import sql_literal
+from resources.sql import sql_literal, transaction
 
 SIDECAR_SUFFIX = ".source.json"  # analytics.duckdb.source.json
 KEYS_VIEW = "_published_keys"
@@ -101,8 +101,7 @@ class NotInStep(Exception):
 def apply_touched(conn: duckdb.DuckDBPyConnection, database: str, writes: list[Write]) -> None:
     """In the copy `conn` opened (the warehouse attached as `database`), replace every touched row and its
     child rows with the warehouse's, in one transaction."""
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         for write in writes:
             for touched in write.touched or ():
                 conn.register(KEYS_VIEW, pa.table({"k": touched.keys}))
@@ -111,10 +110,6 @@ def apply_touched(conn: duckdb.DuckDBPyConnection, database: str, writes: list[W
                         _replace_rows(conn, database, table, key, touched.org)
                 finally:
                     conn.unregister(KEYS_VIEW)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def _replace_rows(conn: duckdb.DuckDBPyConnection, database: str, table: str, key: str, org: str) -> None:

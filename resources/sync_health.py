@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from resources.sql import sql_literal
+from resources.sql import sql_literal, transaction
 from resources.warehouse import ORG_COMMENT, WAREHOUSE_DATABASE, WarehouseResource
 
 SYNC_RUNS = "sync_runs"
@@ -141,17 +141,11 @@ def append_run(conn: duckdb.DuckDBPyConnection, run: Mapping[str, Any], loads: S
     """Append a run's row and its tables' rows in one transaction; False (nothing written) when the run is
     already recorded."""
     ensure_health_tables(conn)
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         if recorded(conn, run["run_id"]):
-            conn.execute("ROLLBACK")
-            return False
+            return False  # nothing written: the empty transaction commits
         _insert(conn, SYNC_RUNS, SYNC_RUNS_COLUMNS, [run])
         _insert(conn, TABLE_LOADS, TABLE_LOADS_COLUMNS, loads)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return True
 
 

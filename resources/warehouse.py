@@ -35,7 +35,7 @@ from resources.marts import MARTS_FILE, copy_marts_into
 from resources.orgs import DEFAULT_ORG
 from resources.process_databases import attached
 from resources.published_changes import FileState, NotInStep, Touched, Write, apply_touched, in_step, record_source, sidecar
-from resources.sql import sql_literal
+from resources.sql import sql_literal, transaction
 
 WAREHOUSE_FILE = "warehouse.duckdb"
 WAREHOUSE_DATABASE = "warehouse"  # its name in a session's catalog
@@ -191,16 +191,11 @@ class WarehouseSession:
         """Replace `table` with a table of `columns` (name: type, no constraints) holding `select` of its
         rows, in one transaction."""
         definitions = ", ".join(f'"{name}" {type_}' for name, type_ in columns.items())
-        self.conn.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(self.conn):
             self.conn.execute(f"CREATE TABLE _rebuilding ({definitions})")
             self.conn.execute(f"INSERT INTO _rebuilding SELECT {select} FROM {table}")
             self.conn.execute(f"DROP TABLE {table}")
             self.conn.execute(f"ALTER TABLE _rebuilding RENAME TO {table}")
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
 
     def _has_primary_key(self, table: str) -> bool:
         return bool(self.conn.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = ? "
@@ -242,8 +237,7 @@ class WarehouseSession:
 
         source = stamped(source_relation)
         self.read_from_changes = None
-        conn.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(conn):
             if not self.count(spec.table, org):  # the organization's first load: every row is new, nothing to compare
                 if conn.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {source}").fetchone()[0]:
                     source = self._newest_per_key(spec, source)
@@ -271,10 +265,6 @@ class WarehouseSession:
             count = conn.execute("SELECT count(*) FROM _merged_ids").fetchone()[0]
             conn.execute("DROP TABLE _merged_ids")
             conn.execute("DROP TABLE IF EXISTS _repeated; DROP TABLE IF EXISTS _beaten; DROP TABLE IF EXISTS _changed_ids")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         self.merge_counts = counts
         if self.touched is not None:
             keys = conn.sql(f"SELECT DISTINCT {key} FROM {source_relation}").to_arrow_table().column(0)
@@ -382,17 +372,12 @@ class WarehouseSession:
     ) -> None:
         """Replace `table` with `source_relation` in one transaction (a snapshot table, no row versions to
         keep), commented from the Arrow schema's descriptions plus `more_columns` {name: comment}."""
-        self.conn.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(self.conn):
             self.conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {source_relation}")
             self.conn.execute(f"COMMENT ON TABLE {table} IS {sql_literal(comment)}")
             comments = {f.name: description(f) for f in schema} | (more_columns or {})
             for name, text in comments.items():
                 self.conn.execute(f'COMMENT ON COLUMN {table}."{name}" IS {sql_literal(text)}')
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
 
     def exists(self, table: str) -> bool:
         return bool(self._columns(table))

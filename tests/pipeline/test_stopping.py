@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from http_serving.sockets import free_port
 from tests.processes import answers, assert_stops_on_sigterm, descendants, wait_for_url
 from tests.waiting import wait_until
