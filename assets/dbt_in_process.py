@@ -10,6 +10,7 @@ and subset selection are dagster-dbt's own.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -49,9 +50,10 @@ class FinishedDbt:
 class InProcessDbtCli(DbtCliResource):
     """dagster-dbt's dbt resource, with `invoke`: a dbt command run in this process."""
 
-    def invoke(self, args: Sequence[str], *, context: dg.AssetExecutionContext, target_path: Path) -> DbtCliInvocation:
-        """Run `args` (as for `cli`) in this process (`run_dbt`); returns the finished invocation, whose
-        `stream()` yields dagster-dbt's events."""
+    def invoke(self, args: Sequence[str], *, context: dg.AssetExecutionContext, target_path: Path,
+               working_dir: Path) -> DbtCliInvocation:
+        """Run `args` (as for `cli`) in this process (`run_dbt`), in `working_dir`, where the profile's relative paths
+        lead; returns the finished invocation, whose `stream()` yields dagster-dbt's events."""
         cleaned, selects, excludes = extract_runtime_selection_from_args(args)
         params = get_updated_cli_invocation_params_for_context(
             context=context, manifest={}, dagster_dbt_translator=DagsterDbtTranslator(), runtime_selects=selects,
@@ -63,7 +65,7 @@ class InProcessDbtCli(DbtCliResource):
                      "DBT_LOG_PATH": os.fspath(target_path), "DBT_PROJECT_DIR": os.fspath(project_dir),
                      **({"DBT_PROFILES_DIR": os.fspath(self.profiles_dir)} if self.profiles_dir else {}),
                      **({DBT_INDIRECT_SELECTION_ENV: params.indirect_selection} if params.indirect_selection else {})}
-        result, lines = run_dbt(command, variables)
+        result, lines = run_dbt(command, variables, working_dir)
         return DbtCliInvocation(
             process=FinishedDbt(["dbt", *command], lines, 0 if result.success else 1),  # type: ignore[arg-type]
             manifest=params.manifest, dagster_dbt_translator=params.dagster_dbt_translator, project_dir=project_dir,
@@ -71,9 +73,10 @@ class InProcessDbtCli(DbtCliResource):
             cli_version=self._cli_version, project=params.dbt_project)
 
 
-def run_dbt(command: Sequence[str], variables: dict[str, str]) -> tuple[Any, list[str]]:
-    """One dbt command in this process, with these environment variables: dbt's result and its JSON log lines
-    at a subprocess's default level (info and above), an error that ended it before any event said so included.
+def run_dbt(command: Sequence[str], variables: dict[str, str], working_dir: Path) -> tuple[Any, list[str]]:
+    """One dbt command in this process, in `working_dir`, with these environment variables: dbt's result and its
+    JSON log lines at a subprocess's default level (info and above), an error that ended it before any event said
+    so included.
     An interrupt (Ctrl-C, a deadline, a run's termination) stops dbt, which cancels its queries, and is raised."""
     from dbt.cli.main import dbtRunner
     from dbt_common.events.functions import msg_to_json
@@ -87,7 +90,7 @@ def run_dbt(command: Sequence[str], variables: dict[str, str]) -> tuple[Any, lis
             lines.append(msg_to_json(message))
             errors += message.info.level == "error"
 
-    with variables_set(variables):
+    with variables_set(variables), contextlib.chdir(working_dir):
         try:
             result = dbtRunner(callbacks=[collect]).invoke([*command, "--log-level", "none", "--log-level-file", "debug"])
         finally:

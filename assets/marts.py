@@ -13,7 +13,6 @@ the gate, and every model of the step reports a materialization saying whether i
 import contextlib
 import importlib.metadata
 import io
-import os
 import re
 import subprocess
 import sys
@@ -30,9 +29,9 @@ from assets.dbt_in_process import InProcessDbtCli
 from assets.mart_keys import MART_KEYS, MARTS_GROUP, MARTS_PROJECT_DIR, STAGING_KEYS, SWAPPED_IN
 
 from resources.files import holding_lock
-from resources.environ import variables_set
+from resources.environ import environment_with, variables_set
 from resources.marts import MartsResource
-from resources.warehouse import WarehouseResource
+from resources.warehouse import WAREHOUSE_FILE, WarehouseResource
 
 DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))  # the venv's, whatever PATH says
 
@@ -52,12 +51,12 @@ def _parse(project: DbtProject) -> None:
     """`dbt parse` for the `pipeline` target, as the builds run it (so each build's dbt reuses this parse,
     whatever its data directory), its output kept off the commands' terminal; a failure raised in one line."""
     with tempfile.TemporaryDirectory() as scratch:
-        placeholders = MartsResource(data_dir=scratch).dbt_environment(Path(scratch) / "warehouse.duckdb")
+        layout = MartsResource(data_dir=scratch).dbt_environment(Path(scratch) / WAREHOUSE_FILE)  # all unset
         done = subprocess.run([DBT_EXECUTABLE, "parse", "--quiet", "--target", "pipeline",
                                "--project-dir", str(project.project_dir), "--profiles-dir", str(project.profiles_dir),
                                "--target-path", str(project.manifest_path.parent)],
                               capture_output=True, text=True,
-                              env={**os.environ, **placeholders, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
+                              env={**environment_with(layout), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
     if done.returncode != 0:
         lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
         raise RuntimeError(f"dbt could not parse the marts project {project.project_dir}: "
@@ -138,7 +137,8 @@ def marts(context: dg.AssetExecutionContext, dbt: MartsDbtCli, marts: MartsResou
     args = ["build", "--target", "pipeline", "--exclude-resource-type", "unit_test"]
     with warehouse.locked(context.log), variables_set(marts.dbt_environment(warehouse.path)):
         # dbt's logs and artifacts in the data directory, one folder reused (its partial parse saves the start-up).
-        invocation = dbt.invoke(args, context=context, target_path=marts.dbt_target_path)
+        invocation = dbt.invoke(args, context=context, target_path=marts.dbt_target_path,
+                                working_dir=Path(marts.data_dir))
     # dagster-dbt echoes dbt's log to stdout: kept off the commands' terminal; its summary goes to the run's log.
     with contextlib.redirect_stdout(io.StringIO()) as echoed:
         events = list(invocation.stream())

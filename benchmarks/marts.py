@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from assets.mart_keys import MARTS_PROJECT_DIR  # noqa: E402
 from resources.digest import content_fields  # noqa: E402
+from resources.environ import environment_with  # noqa: E402
 from resources.lake import LakeResource  # noqa: E402
 from resources.marts import MartsResource  # noqa: E402
 from resources.warehouse import WarehouseResource  # noqa: E402
@@ -48,12 +49,13 @@ from sync.schemas import FETCHED_AT  # noqa: E402
 NIGHT_1, NIGHT_2 = "2026-11-01", "2026-11-02"
 CHILD = f"""
 import sys, time
+from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
 import pipelines.definitions  # the code location, loaded in a run's process before its marts step
 from assets.dbt_in_process import run_dbt
 from benchmarks.memory import own_peak_rss_mb
 started = time.monotonic()
-result, lines = run_dbt(sys.argv[1:], {{}})
+result, lines = run_dbt(sys.argv[1:], {{}}, Path.cwd())
 seconds = time.monotonic() - started
 if not result.success:
     sys.exit("\\n".join(lines[-20:]))
@@ -154,8 +156,9 @@ def build(data_dir: Path, marts_from: Path | None, *flags: str) -> dict:
     args = ["build", "--target", "pipeline", "--exclude-resource-type", "unit_test",
             "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR), "--target-path", str(target),
             *flags]
-    environment = {**os.environ, **marts.dbt_environment(WarehouseResource(data_dir=str(data_dir)).path)}
-    done = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=environment)
+    environment = environment_with(marts.dbt_environment(WarehouseResource(data_dir=str(data_dir)).path))
+    done = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=environment,
+                          cwd=data_dir)
     if done.returncode != 0:
         sys.exit(f"dbt build failed: {done.stderr[-4000:]}")
     seconds, rss_mb = done.stdout.split()

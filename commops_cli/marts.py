@@ -108,7 +108,7 @@ def docs(data_dir: str | None) -> None:
         # never opens a file the pipeline writes.
         copy = Path(scratch) / MARTS_FILE
         shutil.copyfile(marts_file, copy)
-        environment = MartsResource(data_dir=str(data)).dbt_environment(published)
+        environment = MartsResource(data_dir=str(data)).dbt_environment(published, in_data_dir=False)
         environment["COMMOPS_MARTS_BUILD_PATH"] = str(copy)
         try:
             # dbt's log: in marts-docs/dbt.log

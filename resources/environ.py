@@ -9,9 +9,14 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def variables_set(values: Mapping[str, str]) -> Iterator[None]:
+def variables_set(values: Mapping[str, str | None]) -> Iterator[None]:
+    """`values` set for the block; a name given None is unset for it."""
     saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     try:
         yield
     finally:
@@ -20,3 +25,9 @@ def variables_set(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def environment_with(values: Mapping[str, str | None]) -> dict[str, str]:
+    """This process's environment with `values` applied as `variables_set` applies them: for a child process."""
+    environment = {**os.environ, **{name: value for name, value in values.items() if value is not None}}
+    return {name: value for name, value in environment.items() if values.get(name, value) is not None}

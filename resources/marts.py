@@ -24,6 +24,9 @@ from resources.sql import sql_literal
 
 MARTS_FILE = "marts.duckdb"  # the last good marts, swapped in whole
 BUILD_FILE = ".marts-build.duckdb"  # the build in progress
+# What marts/profiles.yml's `pipeline` target says when its variable is unset: paths relative to the data directory.
+PROFILE_DEFAULTS = {"COMMOPS_MARTS_BUILD_PATH": BUILD_FILE, "COMMOPS_MARTS_WAREHOUSE_PATH": "warehouse.duckdb",
+                    "COMMOPS_MARTS_DATA_DIR": ".", "COMMOPS_MARTS_MEMORY_LIMIT": "1GB", "COMMOPS_MARTS_THREADS": "2"}
 DBT_TARGET = ".marts-dbt"  # dbt's artifacts and log of the last build
 MARTS_DATABASE = "marts"  # its name when attached to the analytics copy
 
@@ -56,11 +59,19 @@ class MartsResource(dg.ConfigurableResource):
             shutil.copyfile(self.path, self.build_path)
         return self.build_path
 
-    def dbt_environment(self, warehouse_path: Path) -> dict[str, str]:
-        """The variables the dbt project's `pipeline` target reads (marts/profiles.yml)."""
-        return {"COMMOPS_MARTS_BUILD_PATH": str(self.build_path), "COMMOPS_MARTS_WAREHOUSE_PATH": str(warehouse_path),
-                "COMMOPS_MARTS_DATA_DIR": str(Path(self.data_dir)), "COMMOPS_MARTS_MEMORY_LIMIT": self.memory_limit,
-                "COMMOPS_MARTS_THREADS": str(self.threads)}
+    def dbt_environment(self, warehouse_path: Path, *, in_data_dir: bool = True) -> dict[str, str | None]:
+        """The variables the dbt project's `pipeline` target reads (marts/profiles.yml), None for one left unset.
+        For a dbt run in the data directory (`in_data_dir`), what the profile's relative defaults already say is
+        left unset: the profile then reads the same in every data directory, and dbt reuses its parse."""
+        values = {"COMMOPS_MARTS_BUILD_PATH": str(self.build_path),
+                  "COMMOPS_MARTS_WAREHOUSE_PATH": str(warehouse_path),
+                  "COMMOPS_MARTS_DATA_DIR": str(Path(self.data_dir)),
+                  "COMMOPS_MARTS_MEMORY_LIMIT": self.memory_limit, "COMMOPS_MARTS_THREADS": str(self.threads)}
+        if not in_data_dir:
+            return dict(values)
+        said = {name: str(Path(self.data_dir) / default) if name.endswith(("_PATH", "_DIR")) else default
+                for name, default in PROFILE_DEFAULTS.items()}
+        return {name: None if value == said[name] else value for name, value in values.items()}
 
     def swap_in(self) -> None:
         """The build becomes the last good marts (an atomic rename: a publish reading the old file keeps it)."""

@@ -18,6 +18,7 @@ import pytest
 
 from commops_cli.marts import run_marts_build
 from resources.digest import DIGEST_COLUMN, content_fields
+from resources.environ import environment_with
 from resources.lake import LakeResource
 from resources.marts import MartsResource
 from resources.warehouse import WarehouseResource
@@ -183,6 +184,14 @@ def synced(tmp_path_factory: pytest.TempPathFactory):
         service.server.stop()
 
 
+def test_the_first_build_in_a_new_data_directory_reuses_the_projects_parse(synced: Path):
+    """dbt parses the whole project again (seconds of every build's start) whenever its profile's connection values
+    change: the pipeline's profile reads the same in every data directory, so no build parses the project whole."""
+    log = (synced / ".marts-dbt" / "dbt.log").read_text()
+    assert "Nothing changed, skipping partial parsing" in log
+    assert "Unable to do partial parsing" not in log
+
+
 def test_a_build_whose_error_test_fails_keeps_the_last_good_marts_while_the_raw_tables_publish(synced: Path):
     analytics = synced / "analytics.duckdb"
     (good_as_of,) = query(analytics, "SELECT DISTINCT as_of FROM kol_360")[0]
@@ -270,8 +279,8 @@ def _build_history(data_dir: Path, build: Path, *flags: str) -> str:
     from assets.marts import DBT_EXECUTABLE
 
     target = data_dir.parent / "dbt-target"
-    environment = {**os.environ, **MartsResource(data_dir=str(data_dir)).dbt_environment(
-        WarehouseResource(data_dir=str(data_dir)).path), "COMMOPS_MARTS_BUILD_PATH": str(build),
+    environment = {**environment_with(MartsResource(data_dir=str(data_dir)).dbt_environment(
+        WarehouseResource(data_dir=str(data_dir)).path, in_data_dir=False)), "COMMOPS_MARTS_BUILD_PATH": str(build),
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
     done = subprocess.run([DBT_EXECUTABLE, "run", "--target", "pipeline", "--select", "stg_kol_snapshots", "kol_history",
                            *flags, "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR),
@@ -337,7 +346,7 @@ def test_a_dbt_stopped_before_its_models_is_told_in_one_line_naming_the_cause():
     from assets.marts import _summary
 
     result, lines = run_dbt(["build", "--target", "no_such_target", "--project-dir", str(MARTS_PROJECT_DIR),
-                             "--profiles-dir", str(MARTS_PROJECT_DIR)], {})
+                             "--profiles-dir", str(MARTS_PROJECT_DIR)], {}, MARTS_PROJECT_DIR)
     echoed = "\n".join(json.loads(line)["info"]["msg"] for line in lines)  # what dagster-dbt echoes of them
     assert not result.success
     summary = _summary(echoed)
