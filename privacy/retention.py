@@ -8,9 +8,10 @@ What is older than the setting goes, never below what other features need:
 - applied webhook events of the inbox received before the cutoff (pending and quarantined ones stay), in
   the SQLite file or the Postgres of COMMOPS_INBOX_URL; then VACUUM (on SQLite with a TRUNCATE checkpoint,
   so their bytes are gone);
-- reports (CSV, HTML) and reconciliation_runs rows older than the cutoff, but never younger than the
-  write-back's undo window (COMMOPS_UNDO_WINDOW_DAYS, default 30): what an admin may still undo keeps
-  the report it was decided from;
+- reports (CSV, HTML), reconciliation_runs rows and the write-back audit's dry-run rows (each night's plan, old
+  and new values included) older than the cutoff, but never younger than the write-back's undo window
+  (COMMOPS_UNDO_WINDOW_DAYS, default 30): what an admin may still undo keeps the report it was decided from.
+  The audit's other rows stay: they record what was written to the CRM, applied, failed or decided;
 - the marts' kol_history rows that closed before the cutoff (a KOL's tier or institution of long ago);
   its open rows stay, whenever they opened: they are today's state;
 - the Iceberg tables' snapshots taken before the cutoff (never a table's current one), with the files only
@@ -28,6 +29,7 @@ from pathlib import Path
 
 
 from commops_spec.timestamps import format_timestamp
+from crm.tables import AUDIT_TABLE, RUNS_TABLE
 from privacy.object_stores import iceberg_tables, s3_lake
 from privacy.stores import REPORTS_DIR, quiet_connect
 from resources.files import holding_lock
@@ -41,7 +43,6 @@ RETENTION_DAYS_ENV = "COMMOPS_RETENTION_DAYS"
 UNDO_WINDOW_ENV = "COMMOPS_UNDO_WINDOW_DAYS"
 DEFAULT_UNDO_WINDOW_DAYS = 30
 MIN_SNAPSHOTS_KEPT = 8  # a week's comparison and the night before it
-RUNS_TABLE = "reconciliation_runs"
 HISTORY_TABLE = "kol_history"
 
 
@@ -78,6 +79,7 @@ class Removed:
     inbox_events: int = 0
     reports: list[str] = field(default_factory=list)  # relative to reports/
     reconciliation_runs: int = 0
+    dry_run_audit_rows: int = 0
     kol_history_rows: int = 0
     iceberg_snapshots: int = 0
 
@@ -91,6 +93,7 @@ class Removed:
             "inbox_events_removed": self.inbox_events,
             "reports_removed": len(self.reports),
             "reconciliation_runs_removed": self.reconciliation_runs,
+            "dry_run_audit_rows_removed": self.dry_run_audit_rows,
             "kol_history_rows_removed": self.kol_history_rows,
             "iceberg_snapshots_expired": self.iceberg_snapshots,
         }
@@ -112,9 +115,9 @@ def apply_retention(data_dir: Path, today: date, days: int | None = None, undo_d
         removed.iceberg_snapshots = iceberg.expire_older_than(cutoff)
     removed.inbox_events = _old_inbox_events(data_dir, cutoff)
     removed.reports = _old_reports(data_dir / REPORTS_DIR, reports_cutoff)
-    removed.reconciliation_runs = _old_runs(data_dir, reports_cutoff)
+    removed.reconciliation_runs, removed.dry_run_audit_rows = _old_reconciliations(data_dir, reports_cutoff)
     removed.kol_history_rows = _old_history(data_dir, cutoff)
-    if removed.reconciliation_runs or removed.kol_history_rows:
+    if removed.reconciliation_runs or removed.dry_run_audit_rows or removed.kol_history_rows:
         WarehouseResource(data_dir=str(data_dir)).publish_analytics()
     return removed
 
@@ -156,17 +159,24 @@ def _old_reports(folder: Path, cutoff: date) -> list[str]:
     return removed
 
 
-def _old_runs(data_dir: Path, cutoff: date) -> int:
+def _old_reconciliations(data_dir: Path, cutoff: date) -> tuple[int, int]:
+    """reconciliation_runs rows and the audit's dry-run rows from before the cutoff, deleted under the writer lock:
+    (runs, audit rows)."""
     resource = WarehouseResource(data_dir=str(data_dir))
     if not (data_dir / WAREHOUSE_FILE).exists():
-        return 0
+        return 0, 0
+    before = f"{sql_literal(cutoff.isoformat())}::DATE"
+    deletes = {RUNS_TABLE: f"DELETE FROM {RUNS_TABLE} WHERE reconciled_at < {before}",
+               AUDIT_TABLE: f"DELETE FROM {AUDIT_TABLE} WHERE mode = 'dry_run' AND \"at\" < {before}"}
+    counts = dict.fromkeys(deletes, 0)
     with holding_lock(resource.lock_path):
         with closing(quiet_connect(str(resource.path))) as conn:
-            if not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [RUNS_TABLE]).fetchone()[0]:
-                return 0
-            count = conn.execute(f"DELETE FROM {RUNS_TABLE} WHERE reconciled_at < {sql_literal(cutoff.isoformat())}::DATE").fetchone()[0]
+            tables = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+            for table, delete in deletes.items():
+                if table in tables:
+                    counts[table] = int(conn.execute(delete).fetchone()[0])
             conn.execute("CHECKPOINT")
-    return int(count)
+    return counts[RUNS_TABLE], counts[AUDIT_TABLE]
 
 
 def _old_history(data_dir: Path, cutoff: date) -> int:

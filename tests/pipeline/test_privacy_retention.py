@@ -1,6 +1,7 @@
 """The `retention` job: snapshots dated across 30 days with a 7-day setting keep the last 8 dates; applied
-inbox events, reports and reconciliation runs go by the same setting, never below the undo window;
-unset, nothing is removed and the run says so."""
+inbox events go by the same setting; reports, reconciliation runs and the write-back audit's dry-run rows too,
+never below the undo window, while the audit's record of what was applied stays; unset, nothing is removed
+and the run says so."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _at(day) -> float:
 
 @pytest.fixture
 def dated(tmp_path):
-    """30 nightly snapshots (with side files), 30 applied and one pending inbox event, 30 reports and runs."""
+    """30 nightly snapshots (with side files), 30 applied and one pending inbox event, 30 reports and runs, and
+    each night's write-back audit: a planned (dry-run) row and an applied one."""
     data_dir = tmp_path / "data"
     today = datetime.now(UTC).date()
     days = [today - timedelta(days=n) for n in range(30)]
@@ -64,6 +66,10 @@ def dated(tmp_path):
             os.utime(path, (_at(day), _at(day)))
             conn.execute("INSERT INTO reconciliation_runs (run_id, reconciled_at) VALUES (?, to_timestamp(?))",
                          [f"run{n}", _at(day)])
+            for mode in ("dry_run", "applied"):
+                conn.execute("INSERT INTO crm_writeback_audit (org, audit_id, run_id, \"at\", mode, action, kol_id, field, "
+                             "old_value, new_value) VALUES ('default', ?, ?, to_timestamp(?), ?, 'update', 'kol_a', "
+                             "'Email', 'old@example.org', 'a@example.org')", [f"{mode}{n}", f"run{n}", _at(day), mode])
     (reports / "latest.csv").write_text("kol_id\r\n")
     os.utime(reports / "latest.csv", (_at(days[-1]), _at(days[-1])))
     with closing(duckdb.connect(str(data_dir / "marts.duckdb"))) as conn:  # kol_history as the marts hold it
@@ -103,6 +109,13 @@ def test_a_seven_day_setting_keeps_the_last_eight_nights_and_the_undo_window(dat
     with closing(duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True)) as conn:
         assert conn.execute("SELECT count(*) FROM reconciliation_runs").fetchone()[0] == 11  # the undo window: 10 days
     assert metadata["reports_removed"] == 19 and metadata["reconciliation_runs_removed"] == 19
+    # The audit: the plans of the nights the reports went with go; every applied write stays, and analysts' copy
+    # says the same.
+    for database in ("warehouse.duckdb", "analytics.duckdb"):
+        with closing(duckdb.connect(str(data_dir / database), read_only=True)) as conn:
+            kept = dict(conn.execute("SELECT mode, count(*) FROM crm_writeback_audit GROUP BY mode").fetchall())
+        assert kept == {"dry_run": 11, "applied": 30}, database
+    assert metadata["dry_run_audit_rows_removed"] == 19
     # kol_history: the rows closed before the cutoff go (closed 8 days ago or earlier: 11 of 15); the open
     # rows stay, kol_b's opened 29 days ago included; analysts' copy republished.
     for database in ("marts.duckdb", "analytics.duckdb"):
@@ -113,6 +126,7 @@ def test_a_seven_day_setting_keeps_the_last_eight_nights_and_the_undo_window(dat
 
     again = _run(data_dir)  # nothing more to remove the same day
     assert again["snapshots_removed"] == 0 and again["inbox_events_removed"] == 0 and again["kol_history_rows_removed"] == 0
+    assert again["dry_run_audit_rows_removed"] == 0
 
 
 def test_unset_keeps_everything_and_says_so(dated, monkeypatch):
