@@ -58,12 +58,15 @@ class InProcessDbtCli(DbtCliResource):
         params = get_updated_cli_invocation_params_for_context(
             context=context, manifest={}, dagster_dbt_translator=DagsterDbtTranslator(), runtime_selects=selects,
             runtime_excludes=excludes)
-        project_dir = Path(params.dbt_project.project_dir if params.dbt_project else self.project_dir)
+        # Absolute, since dbt runs in `working_dir`.
+        project_dir = Path(params.dbt_project.project_dir if params.dbt_project else self.project_dir).resolve()
+        target_path = target_path.resolve()
+        profiles_dir = Path(self.profiles_dir).resolve() if self.profiles_dir else None
         command = [*self.global_config_flags, *cleaned, *params.selection_args]
         _reuse_partial_parse(project_dir, target_path)
         variables = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DBT_TARGET_PATH": os.fspath(target_path),
                      "DBT_LOG_PATH": os.fspath(target_path), "DBT_PROJECT_DIR": os.fspath(project_dir),
-                     **({"DBT_PROFILES_DIR": os.fspath(self.profiles_dir)} if self.profiles_dir else {}),
+                     **({"DBT_PROFILES_DIR": os.fspath(profiles_dir)} if profiles_dir else {}),
                      **({DBT_INDIRECT_SELECTION_ENV: params.indirect_selection} if params.indirect_selection else {})}
         result, lines = run_dbt(command, variables, working_dir)
         return DbtCliInvocation(
