@@ -29,5 +29,10 @@ def variables_set(values: Mapping[str, str | None]) -> Iterator[None]:
 
 def environment_with(values: Mapping[str, str | None]) -> dict[str, str]:
     """This process's environment with `values` applied as `variables_set` applies them: for a child process."""
-    environment = {**os.environ, **{name: value for name, value in values.items() if value is not None}}
-    return {name: value for name, value in environment.items() if values.get(name, value) is not None}
+    environment = dict(os.environ)
+    for name, value in values.items():
+        if value is None:
+            environment.pop(name, None)
+        else:
+            environment[name] = value
+    return environment

@@ -63,12 +63,13 @@ class MartsResource(dg.ConfigurableResource):
         """The variables the dbt project's `pipeline` target reads (marts/profiles.yml), None for one left unset.
         For a dbt run in the data directory (`in_data_dir`), what the profile's relative defaults already say is
         left unset: the profile then reads the same in every data directory, and dbt reuses its parse."""
-        values = {"COMMOPS_MARTS_BUILD_PATH": str(self.build_path),
-                  "COMMOPS_MARTS_WAREHOUSE_PATH": str(warehouse_path),
-                  "COMMOPS_MARTS_DATA_DIR": str(Path(self.data_dir)),
-                  "COMMOPS_MARTS_MEMORY_LIMIT": self.memory_limit, "COMMOPS_MARTS_THREADS": str(self.threads)}
+        values: dict[str, str | None] = {"COMMOPS_MARTS_BUILD_PATH": str(self.build_path),
+                                          "COMMOPS_MARTS_WAREHOUSE_PATH": str(warehouse_path),
+                                          "COMMOPS_MARTS_DATA_DIR": str(Path(self.data_dir)),
+                                          "COMMOPS_MARTS_MEMORY_LIMIT": self.memory_limit,
+                                          "COMMOPS_MARTS_THREADS": str(self.threads)}
         if not in_data_dir:
-            return dict(values)
+            return values
         said = {name: str(Path(self.data_dir) / default) if name.endswith(("_PATH", "_DIR")) else default
                 for name, default in PROFILE_DEFAULTS.items()}
         return {name: None if value == said[name] else value for name, value in values.items()}
