@@ -4,7 +4,7 @@ unset): for a child process a library starts with the environment it finds (dags
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 
 
@@ -12,27 +12,23 @@ from contextlib import contextmanager
 def variables_set(values: Mapping[str, str | None]) -> Iterator[None]:
     """`values` set for the block; a name given None is unset for it."""
     saved = {name: os.environ.get(name) for name in values}
-    for name, value in values.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    _apply(os.environ, values)
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _apply(os.environ, saved)
 
 
 def environment_with(values: Mapping[str, str | None]) -> dict[str, str]:
     """This process's environment with `values` applied as `variables_set` applies them: for a child process."""
     environment = dict(os.environ)
+    _apply(environment, values)
+    return environment
+
+
+def _apply(environment: MutableMapping[str, str], values: Mapping[str, str | None]) -> None:
     for name, value in values.items():
         if value is None:
             environment.pop(name, None)
         else:
             environment[name] = value
-    return environment
