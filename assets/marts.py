@@ -30,7 +30,7 @@ from assets.mart_keys import MART_KEYS, MARTS_GROUP, MARTS_PROJECT_DIR, STAGING_
 
 from resources.files import holding_lock
 from resources.environ import environment_with, variables_set
-from resources.marts import MartsResource
+from resources.marts import BUILD_ARGS, MartsResource
 from resources.warehouse import WAREHOUSE_FILE, WarehouseResource
 
 DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))  # the venv's, whatever PATH says
@@ -134,10 +134,9 @@ MARTS_PROJECT = marts_project()
 def marts(context: dg.AssetExecutionContext, dbt: MartsDbtCli, marts: MartsResource,
           warehouse: WarehouseResource) -> Iterator[Any]:
     marts.start_build()
-    args = ["build", "--target", "pipeline", "--exclude-resource-type", "unit_test"]
     with warehouse.locked(context.log), variables_set(marts.dbt_environment(warehouse.path)):
         # dbt's logs and artifacts in the data directory, one folder reused (its partial parse saves the start-up).
-        invocation = dbt.invoke(args, context=context, target_path=marts.dbt_target_path,
+        invocation = dbt.invoke(list(BUILD_ARGS), context=context, target_path=marts.dbt_target_path,
                                 working_dir=Path(marts.data_dir))
     # dagster-dbt echoes dbt's log to stdout: kept off the commands' terminal; its summary goes to the run's log.
     with contextlib.redirect_stdout(io.StringIO()) as echoed:

@@ -41,7 +41,7 @@ from assets.mart_keys import MARTS_PROJECT_DIR  # noqa: E402
 from resources.digest import content_fields  # noqa: E402
 from resources.environ import environment_with  # noqa: E402
 from resources.lake import LakeResource  # noqa: E402
-from resources.marts import MartsResource  # noqa: E402
+from resources.marts import BUILD_ARGS, MartsResource  # noqa: E402
 from resources.warehouse import WarehouseResource  # noqa: E402
 from sync.catalog import CAMPAIGN_ENGAGEMENT, CATALOG, KOL_DETAILS, KOLS  # noqa: E402
 from sync.schemas import FETCHED_AT  # noqa: E402
@@ -59,7 +59,8 @@ result, lines = run_dbt(sys.argv[1:], {{}}, Path.cwd())
 seconds = time.monotonic() - started
 if not result.success:
     sys.exit("\\n".join(lines[-20:]))
-print(f"{{seconds}} {{own_peak_rss_mb()}}")
+history = next(r.execution_time for r in result.result.results if r.node.unique_id.endswith(".kol_history"))
+print(f"{{seconds}} {{own_peak_rss_mb()}} {{history}}")
 """
 
 
@@ -152,19 +153,16 @@ def build(data_dir: Path, marts_from: Path | None, *flags: str) -> dict:
     marts.discard()
     if marts_from is not None:
         shutil.copyfile(marts_from, marts.build_path)
-    target = data_dir / ".marts-dbt"
-    args = ["build", "--target", "pipeline", "--exclude-resource-type", "unit_test",
-            "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR), "--target-path", str(target),
-            *flags]
+    target = MartsResource(data_dir=str(data_dir)).dbt_target_path
+    args = [*BUILD_ARGS, "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR),
+            "--target-path", str(target), *flags]
     environment = environment_with(marts.dbt_environment(WarehouseResource(data_dir=str(data_dir)).path))
     done = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=environment,
                           cwd=data_dir)
     if done.returncode != 0:
         sys.exit(f"dbt build failed: {done.stderr[-4000:]}")
-    seconds, rss_mb = done.stdout.split()
-    results = json.loads((target / "run_results.json").read_text())["results"]
-    history = next(r["execution_time"] for r in results if r["unique_id"].endswith(".kol_history"))
-    return {"seconds": float(seconds), "rss_mb": float(rss_mb), "kol_history_seconds": history,
+    seconds, rss_mb, history = done.stdout.split()
+    return {"seconds": float(seconds), "rss_mb": float(rss_mb), "kol_history_seconds": float(history),
             "build_path": marts.build_path}
 
 
