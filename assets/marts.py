@@ -31,7 +31,7 @@ from assets.mart_keys import MART_KEYS, MARTS_GROUP, MARTS_PROJECT_DIR, STAGING_
 from resources.files import holding_lock
 from resources.environ import environment_with, variables_set
 from resources.marts import BUILD_ARGS, MartsResource
-from resources.warehouse import WAREHOUSE_FILE, WarehouseResource
+from resources.warehouse import WarehouseResource
 
 DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))  # the venv's, whatever PATH says
 
@@ -51,7 +51,8 @@ def _parse(project: DbtProject) -> None:
     """`dbt parse` for the `pipeline` target, as the builds run it (so each build's dbt reuses this parse,
     whatever its data directory), its output kept off the commands' terminal; a failure raised in one line."""
     with tempfile.TemporaryDirectory() as scratch:
-        layout = MartsResource(data_dir=scratch).dbt_environment(Path(scratch) / WAREHOUSE_FILE)  # all unset
+        marts = MartsResource(data_dir=scratch)
+        layout = marts.dbt_environment(marts.source_path)  # all unset
         done = subprocess.run([DBT_EXECUTABLE, "parse", "--quiet", "--target", "pipeline",
                                "--project-dir", str(project.project_dir), "--profiles-dir", str(project.profiles_dir),
                                "--target-path", str(project.manifest_path.parent)],
@@ -133,24 +134,32 @@ MARTS_PROJECT = marts_project()
 )
 def marts(context: dg.AssetExecutionContext, dbt: MartsDbtCli, marts: MartsResource,
           warehouse: WarehouseResource) -> Iterator[Any]:
-    marts.start_build()
-    with warehouse.locked(context.log), variables_set(marts.dbt_environment(warehouse.path)):
-        # dbt's logs and artifacts in the data directory, one folder reused (its partial parse saves the start-up).
-        invocation = dbt.invoke(list(BUILD_ARGS), context=context, target_path=marts.dbt_target_path,
-                                working_dir=Path(marts.data_dir))
-    # dagster-dbt echoes dbt's log to stdout: kept off the commands' terminal; its summary goes to the run's log.
-    with contextlib.redirect_stdout(io.StringIO()) as echoed:
-        events = list(invocation.stream())
-    marts.tighten()
-    summary = _summary(echoed.getvalue())
-    swapped_in = invocation.is_successful()
-    if swapped_in:
-        marts.swap_in()
-        context.log.info(f"marts built and swapped in ({marts.path}): {summary}")
-    else:
-        marts.discard()
-        context.log.error(f"marts not swapped in: {summary}. Analysts keep the last good marts; the raw tables "
-                          f"publish. dbt's log: {marts.dbt_target_path / 'dbt.log'}")
+    with marts.changing(context.log):
+        marts.start_build()
+        with warehouse.locked(context.log):  # for the copy only: the warehouse's writers go on while dbt builds
+            source = marts.copy_source(warehouse.path)
+        try:
+            with variables_set(marts.dbt_environment(source)):
+                # dbt's logs and compiled SQL in the data directory, one folder reused (its partial parse saves the
+                # start-up).
+                invocation = dbt.invoke(list(BUILD_ARGS), context=context, target_path=marts.dbt_target_path,
+                                        working_dir=Path(marts.data_dir))
+            # dagster-dbt echoes dbt's log to stdout: kept off the commands' terminal; its summary goes to the
+            # run's log.
+            with contextlib.redirect_stdout(io.StringIO()) as echoed:
+                events = list(invocation.stream())
+        finally:
+            marts.discard_source()
+        marts.tighten()
+        summary = _summary(echoed.getvalue())
+        swapped_in = invocation.is_successful()
+        if swapped_in:
+            marts.swap_in()
+            context.log.info(f"marts built and swapped in ({marts.path}): {summary}")
+        else:
+            marts.discard()
+            context.log.error(f"marts not swapped in: {summary}. Analysts keep the last good marts; the raw tables "
+                              f"publish. dbt's log: {marts.dbt_target_path / 'dbt.log'}")
     yield from _reported(context, events, swapped_in)
 
 

@@ -30,7 +30,8 @@ from file_modes import DATA_GROUP_ENV, OTHERS
 SECRETS = ("service", "inbox", "crm-sandbox", "crm-kept", "dagster_home", "webhook-secrets.json", ".webhook-secrets.json.*.tmp",
            "orgs.json", ".orgs.json.*.tmp")
 SHARED = ("lake", "warehouse.*", "analytics.duckdb", ".analytics.duckdb.*.tmp", "reports", "crm", "locks",
-          ".orgs.json.lock", "marts.duckdb", ".marts-build.duckdb*", ".marts-dbt", "marts-docs", "marts-dev.duckdb*")
+          ".orgs.json.lock", "marts.duckdb", ".marts-build.duckdb*", ".marts-source.duckdb*", ".marts-dbt", "marts-docs",
+          "marts-dev.duckdb*")
 GROUP_WRITE_AND_WORLD = stat.S_IWGRP | stat.S_IRWXO
 
 

@@ -82,11 +82,12 @@ class Outcome:
 
 
 def all_stores(data_dir: Path) -> list:
-    """In erasure order: the files that hold the person beside an id first, then the marts, the warehouse
-    (the person's ids and emails are looked up there and in the lake; its republish copies the marts) last.
+    """In erasure order: the files that hold the person beside an id first, then the warehouse (the person's ids
+    and emails are looked up there and in the lake), then the marts, built from both: a build that starts before
+    the marts are erased is waited for, and one that starts after finds the person nowhere.
     The lake on object storage and the Iceberg tables (privacy/object_stores.py) are among them when set."""
     return [Inbox(data_dir), Reports(data_dir), KeptFeatures(data_dir), Lake(data_dir), *object_stores(data_dir),
-            Marts(data_dir), Warehouse(data_dir)]
+            Warehouse(data_dir), Marts(data_dir)]
 
 
 def locate(data_dir: Path, subject: Subject) -> Outcome:

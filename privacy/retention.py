@@ -180,12 +180,12 @@ def _old_reconciliations(data_dir: Path, cutoff: date) -> tuple[int, int]:
 
 
 def _old_history(data_dir: Path, cutoff: date) -> int:
-    """kol_history's rows closed before the cutoff, deleted from the marts under the writer lock (no build runs
+    """kol_history's rows closed before the cutoff, deleted from the marts under the marts lock (no build runs
     meanwhile); its later rows never read them again (a night compares against the open rows only)."""
     marts = MartsResource(data_dir=str(data_dir))
     if not marts.path.exists():
         return 0
-    with holding_lock(WarehouseResource(data_dir=str(data_dir)).lock_path):
+    with holding_lock(marts.lock_path):
         with closing(quiet_connect(str(marts.path))) as conn:
             if not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [HISTORY_TABLE]).fetchone()[0]:
                 return 0

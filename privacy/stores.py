@@ -192,14 +192,15 @@ class Warehouse:
 
 class Marts:
     """The analysts' marts (marts.duckdb, built by dbt from the warehouse and the lake's KOL snapshots):
-    rebuilt without the person under the writer lock, as the warehouse is; a leftover build copy is deleted.
-    Erased before the warehouse, whose republish then copies the erased marts into analytics.duckdb."""
+    rebuilt without the person under the marts lock, which a build holds from its start to its swap; a build's
+    leftover copies (of the marts and of the warehouse) are deleted. Erased after the warehouse, so that no build
+    starting later reads the person again, then republished into analytics.duckdb."""
 
     name = "marts"
 
     def __init__(self, data_dir: Path) -> None:
         self.marts = MartsResource(data_dir=str(data_dir))
-        self.lock_path = WarehouseResource(data_dir=str(data_dir)).lock_path
+        self.warehouse = WarehouseResource(data_dir=str(data_dir))
 
     def locate(self, subject: Subject) -> list[Finding]:
         path = self.marts.path
@@ -209,11 +210,13 @@ class Marts:
             return [Finding(self.name, f"{path.name}:{table}", rows) for table, rows in _table_counts(conn, subject)]
 
     def erase(self, subject: Subject) -> list[Finding]:
-        with holding_lock(self.lock_path):  # as a build's writer: no build runs meanwhile
-            self.marts.discard()  # a build copy left by a killed build holds last night's rows
+        with holding_lock(self.marts.lock_path):  # as a build: no build runs meanwhile
+            self.marts.discard()  # copies left by a killed build hold last night's rows
             found = self.locate(subject)
             if found:
                 _rebuild_duckdb_without(self.marts.path, subject)
+        if found:
+            self.warehouse.publish_analytics()
         return found
 
 

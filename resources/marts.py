@@ -3,10 +3,12 @@ analytics.duckdb.
 
 dbt (the project in marts/) never writes the file analysts read, nor the warehouse: it builds into a copy of
 the last good marts (`.marts-build.duckdb`, so kol_history's incremental rows build on the previous night's),
-reading the warehouse attached read-only under the writer lock. Only a build whose ERROR tests all passed is
-renamed over `marts.duckdb`; a failed one is deleted, and analysts keep the last good marts. Publishing
-(WarehouseResource.publish_analytics) copies the marts' tables, comments included, into analytics.duckdb
-beside the warehouse's.
+reading a copy of the warehouse (`.marts-source.duckdb`) made under the writer lock, so that the warehouse's
+writers (a webhook event's apply among them) go on while dbt builds. Only a build whose ERROR tests all passed
+is renamed over `marts.duckdb`; a failed one is deleted, and analysts keep the last good marts. A build, an
+erasure and retention change the marts one at a time (the marts lock, taken before the writer lock wherever
+both are held). Publishing (WarehouseResource.publish_analytics) copies the marts' tables, comments included,
+into analytics.duckdb beside the warehouse's.
 """
 
 from __future__ import annotations
@@ -14,18 +16,23 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
 
 from file_modes import DATA_GROUP_ENV, GROUP_READ_UMASK, OWNER_ONLY_UMASK
+from resources.files import holding_lock
 from resources.sql import sql_literal
 
 MARTS_FILE = "marts.duckdb"  # the last good marts, swapped in whole
 BUILD_FILE = ".marts-build.duckdb"  # the build in progress
+SOURCE_FILE = ".marts-source.duckdb"  # the warehouse as the build in progress reads it
 # What marts/profiles.yml's `pipeline` target says when its variable is unset: paths relative to the data directory.
-PROFILE_DEFAULTS = {"COMMOPS_MARTS_BUILD_PATH": BUILD_FILE, "COMMOPS_MARTS_WAREHOUSE_PATH": "warehouse.duckdb",
+PROFILE_DEFAULTS = {"COMMOPS_MARTS_BUILD_PATH": BUILD_FILE, "COMMOPS_MARTS_WAREHOUSE_PATH": SOURCE_FILE,
                     "COMMOPS_MARTS_DATA_DIR": ".", "COMMOPS_MARTS_MEMORY_LIMIT": "1GB", "COMMOPS_MARTS_THREADS": "2"}
 DBT_TARGET = ".marts-dbt"  # dbt's log and compiled SQL of the last build
 # The build as the marts step runs it. No manifest.json or run_results.json: nothing reads them (dagster-dbt takes
@@ -51,16 +58,46 @@ class MartsResource(dg.ConfigurableResource):
         return Path(self.data_dir) / BUILD_FILE
 
     @property
+    def source_path(self) -> Path:
+        return Path(self.data_dir) / SOURCE_FILE
+
+    @property
     def dbt_target_path(self) -> Path:
         return Path(self.data_dir) / DBT_TARGET
 
+    @property
+    def lock_path(self) -> Path:
+        return Path(self.data_dir) / "locks" / "marts.lock"
+
+    @contextmanager
+    def changing(self, log: Any = None) -> Iterator[None]:
+        """The marts lock, for a build from its start to its swap, or for an erasure or retention changing the
+        marts: one at a time. Taken before the warehouse's writer lock wherever both are held."""
+        def waiting(holder: str) -> None:
+            if log is not None:
+                log.info(f"Waiting for the marts lock {self.lock_path} (held by {holder})")
+
+        with holding_lock(self.lock_path, on_wait=waiting):
+            yield
+
     def start_build(self) -> Path:
         """The build copy: the last good marts copied (kol_history grows from them), or a new file."""
-        self.build_path.unlink(missing_ok=True)
-        Path(f"{self.build_path}.wal").unlink(missing_ok=True)
+        _remove(self.build_path)
         if self.path.exists():
             shutil.copyfile(self.path, self.build_path)
         return self.build_path
+
+    def copy_source(self, warehouse_path: Path) -> Path:
+        """The warehouse file (and its WAL) copied for dbt to read; the caller holds the warehouse's writer lock
+        for the copy only, not for the build."""
+        _remove(self.source_path)
+        shutil.copyfile(warehouse_path, self.source_path)
+        if Path(f"{warehouse_path}.wal").exists():
+            shutil.copyfile(f"{warehouse_path}.wal", f"{self.source_path}.wal")
+        return self.source_path
+
+    def discard_source(self) -> None:
+        _remove(self.source_path)
 
     def dbt_environment(self, warehouse_path: Path, *, in_data_dir: bool = True) -> dict[str, str | None]:
         """The variables the dbt project's `pipeline` target reads (marts/profiles.yml), None for one left unset.
@@ -89,8 +126,14 @@ class MartsResource(dg.ConfigurableResource):
         tighten_modes(folder or self.dbt_target_path)
 
     def discard(self) -> None:
-        self.build_path.unlink(missing_ok=True)
-        Path(f"{self.build_path}.wal").unlink(missing_ok=True)
+        """The build copy deleted, and the warehouse copy it was built from."""
+        _remove(self.build_path)
+        _remove(self.source_path)
+
+
+def _remove(database: Path) -> None:
+    database.unlink(missing_ok=True)
+    Path(f"{database}.wal").unlink(missing_ok=True)
 
 
 def tighten_modes(folder: Path) -> None:

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections import defaultdict
 from datetime import date, timedelta
 from pathlib import Path
@@ -190,6 +191,33 @@ def test_the_first_build_in_a_new_data_directory_reuses_the_projects_parse(synce
     log = (synced / ".marts-dbt" / "dbt.log").read_text()
     assert "Nothing changed, skipping partial parsing" in log
     assert "Unable to do partial parsing" not in log
+
+
+def test_the_warehouses_writers_go_on_while_dbt_builds_and_the_marts_read_the_warehouse_as_the_build_began(
+        synced: Path, tmp_path: Path):
+    """A build holds the warehouse's writer lock only to copy the file it reads: a webhook event's apply, say,
+    lands while dbt builds, and the marts show the warehouse as it was when the build began. (Before the test
+    below, which breaks the warehouse it shares.)"""
+    data_dir = tmp_path / "data"
+    shutil.copytree(synced, data_dir)
+    (kol_id, name), *_ = query(data_dir / "analytics.duckdb", "SELECT id, full_name FROM kols ORDER BY id")
+    source, written = data_dir / ".marts-source.duckdb", {}
+
+    def write_while_dbt_builds() -> None:
+        wait_until(source.exists, timeout=120, interval=0.01, what="the build's copy of the warehouse")
+        with WarehouseResource(data_dir=str(data_dir)).writer() as session:
+            session.conn.execute("UPDATE kols SET full_name = 'Written Meanwhile' WHERE id = ?", [kol_id])
+        written["while dbt builds"] = source.exists()
+
+    writer = threading.Thread(target=write_while_dbt_builds)
+    writer.start()
+    build = run_marts_build(data_dir)
+    writer.join(timeout=150)
+    assert build.swapped_in and written == {"while dbt builds": True}
+    analytics = data_dir / "analytics.duckdb"
+    assert query(analytics, f"SELECT full_name FROM kols WHERE id = '{kol_id}'") == [("Written Meanwhile",)]
+    assert query(analytics, f"SELECT full_name FROM kol_360 WHERE kol_id = '{kol_id}'") == [(name,)]
+    assert not source.exists()
 
 
 def test_a_build_whose_error_test_fails_keeps_the_last_good_marts_while_the_raw_tables_publish(synced: Path):
