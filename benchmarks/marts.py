@@ -231,7 +231,8 @@ def main() -> None:
             rebuilds.append(build(full, night_1, "--full-refresh"))
             rebuilds[-1]["query_seconds"] = history_query_seconds(full, night_1)
             print(f"run {run + 1}: fixed {fixed[-1]['seconds']:.2f} s, first night {first['seconds']:.2f} s "
-                  f"({first['rss_mb']:.0f} MB; the warehouse copied in {first['copy_seconds']:.2f} s), second night {second_nights[-1]['seconds']:.2f} s "
+                  f"({first['rss_mb']:.0f} MB; the warehouse copied in {first['copy_seconds']:.2f} s), "
+                  f"second night {second_nights[-1]['seconds']:.2f} s "
                   f"(kol_history {second_nights[-1]['kol_history_seconds']:.2f} s, its query "
                   f"{second_nights[-1]['query_seconds']:.2f} s), full rebuild {rebuilds[-1]['seconds']:.2f} s "
                   f"(kol_history {rebuilds[-1]['kol_history_seconds']:.2f} s, its query "
