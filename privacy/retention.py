@@ -185,7 +185,7 @@ def _old_history(data_dir: Path, cutoff: date) -> int:
     marts = MartsResource(data_dir=str(data_dir))
     if not marts.path.exists():
         return 0
-    with holding_lock(marts.lock_path):
+    with marts.changing():
         with closing(quiet_connect(str(marts.path))) as conn:
             if not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [HISTORY_TABLE]).fetchone()[0]:
                 return 0

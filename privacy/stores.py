@@ -210,7 +210,7 @@ class Marts:
             return [Finding(self.name, f"{path.name}:{table}", rows) for table, rows in _table_counts(conn, subject)]
 
     def erase(self, subject: Subject) -> list[Finding]:
-        with holding_lock(self.marts.lock_path):  # as a build: no build runs meanwhile
+        with self.marts.changing():  # a build running is waited for (seconds), and none starts meanwhile
             self.marts.discard()  # copies left by a killed build hold last night's rows
             found = self.locate(subject)
             if found:
