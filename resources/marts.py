@@ -36,7 +36,7 @@ PROFILE_DEFAULTS = {"COMMOPS_MARTS_BUILD_PATH": BUILD_FILE, "COMMOPS_MARTS_WAREH
                     "COMMOPS_MARTS_DATA_DIR": ".", "COMMOPS_MARTS_MEMORY_LIMIT": "1GB", "COMMOPS_MARTS_THREADS": "2"}
 DBT_TARGET = ".marts-dbt"  # dbt's log and compiled SQL of the last build
 # The build as the marts step runs it. No manifest.json or run_results.json: nothing reads them (dagster-dbt takes
-# dbt's events), and dbt wrote the manifest twice a build, about 1 s of its fixed cost.
+# dbt's events), and dbt wrote the manifest twice a build, about 0.5 s of its fixed cost.
 BUILD_ARGS = ("build", "--target", "pipeline", "--exclude-resource-type", "unit_test", "--no-write-json")
 MARTS_DATABASE = "marts"  # its name when attached to the analytics copy
 
