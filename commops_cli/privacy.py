@@ -28,6 +28,14 @@ def _subject(command: str, data_dir, kol: str | None, email: str | None, org: st
     return erasure.resolve(data_dir, kol_id=kol, email=email, org=org)
 
 
+class _Waits:
+    """Where an erasure says it waits for a sync writing the warehouse, or for a marts build: stderr."""
+
+    @staticmethod
+    def info(message: str) -> None:
+        click.echo(message, err=True)
+
+
 def _print_findings(outcome: erasure.Outcome, verb: str) -> None:
     click.echo(f"KOL(s): {', '.join(outcome.subject.kol_ids) or 'none found by id'}; "
                f"email(s): {len(outcome.subject.emails)}")
@@ -81,7 +89,7 @@ def erase(kol, email, org, dry_run, lift, data_dir) -> None:
                 _print_findings(outcome, "would be erased")
                 click.echo(f"Dry run: {outcome.rows} row(s) in {len(outcome.findings)} place(s) would be erased.")
             return
-        outcome = erasure.erase(data, subject)
+        outcome = erasure.erase(data, subject, log=_Waits)
     except (PrivacyKeyMissing, InboxUnreachable, SettingsError) as error:
         fail("privacy erase", str(error))
     if outcome.findings:

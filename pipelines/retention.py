@@ -21,7 +21,7 @@ RETENTION = "retention"
 def apply_retention_op(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> dg.Output[int]:
     today = datetime.now(ZoneInfo(load_settings().timezone)).date()
     try:
-        removed = apply_retention(Path(warehouse.data_dir), today)
+        removed = apply_retention(Path(warehouse.data_dir), today, log=context.log)
     except (RetentionSettingError, SettingsError) as error:  # one line naming the setting
         raise dg.Failure(str(error)) from None
     if removed.days is None:

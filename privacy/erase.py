@@ -11,6 +11,7 @@ from collections import defaultdict
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 from privacy.object_stores import object_stores
@@ -81,29 +82,31 @@ class Outcome:
         return dict(totals)
 
 
-def all_stores(data_dir: Path) -> list:
+def all_stores(data_dir: Path, log: Any = None) -> list:
     """In erasure order: the files that hold the person beside an id first, then the warehouse (the person's ids
     and emails are looked up there and in the lake), then the marts, built from both: a build that starts before
     the marts are erased is waited for, and one that starts after finds the person nowhere.
-    The lake on object storage and the Iceberg tables (privacy/object_stores.py) are among them when set."""
-    return [Inbox(data_dir), Reports(data_dir), KeptFeatures(data_dir), Lake(data_dir), *object_stores(data_dir),
-            Warehouse(data_dir), Marts(data_dir)]
+    The lake on object storage and the Iceberg tables (privacy/object_stores.py) are among them when set.
+    `log` (an object with `info`) is told when a store waits for a lock that a sync or a marts build holds."""
+    return [Inbox(data_dir), Reports(data_dir), KeptFeatures(data_dir, log), Lake(data_dir), *object_stores(data_dir),
+            Warehouse(data_dir, log), Marts(data_dir, log)]
 
 
 def locate(data_dir: Path, subject: Subject) -> Outcome:
     return Outcome(subject, [finding for store in all_stores(data_dir) for finding in store.locate(subject)])
 
 
-def erase(data_dir: Path, subject: Subject, *, on_store=None) -> Outcome:
+def erase(data_dir: Path, subject: Subject, *, on_store=None, log: Any = None) -> Outcome:
     """Suppress the subject first (a sync or event arriving meanwhile is dropped), then clean every store;
-    the log records the stores and row counts as each is done (a run killed halfway stays `erase-interrupted`
-    with what it did). Run again after a crash, it finishes what was left."""
+    the erasure log records the stores and row counts as each is done (a run killed halfway stays
+    `erase-interrupted` with what it did). Run again after a crash, it finishes what was left. A store whose
+    lock a sync or a marts build holds waits for it, and says so to `log` (an object with `info`)."""
     key = privacy_key()
     store = PrivacyStore(data_dir)
     store.suppress(key, subject)
     entry = store.log(INTERRUPTED, store.subject_hash(key, subject), {}, 0)
     outcome = Outcome(subject)
-    for kind in all_stores(data_dir):
+    for kind in all_stores(data_dir, log):
         if on_store is not None:
             on_store(kind.name)
         outcome.findings += kind.erase(subject)

@@ -26,13 +26,13 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 
 from commops_spec.timestamps import format_timestamp
 from crm.tables import AUDIT_TABLE, RUNS_TABLE
 from privacy.object_stores import iceberg_tables, s3_lake
 from privacy.stores import REPORTS_DIR, quiet_connect
-from resources.files import holding_lock
 from resources.lake import LAKE_DIR, STAGING_DIR
 from resources.marts import MartsResource
 from resources.sql import sql_literal
@@ -99,8 +99,10 @@ class Removed:
         }
 
 
-def apply_retention(data_dir: Path, today: date, days: int | None = None, undo_days: int | None = None) -> Removed:
-    """Remove what is older than `days` (default: COMMOPS_RETENTION_DAYS; None keeps everything)."""
+def apply_retention(data_dir: Path, today: date, days: int | None = None, undo_days: int | None = None,
+                    log: Any = None) -> Removed:
+    """Remove what is older than `days` (default: COMMOPS_RETENTION_DAYS; None keeps everything). A sync writing
+    the warehouse, or a marts build, is waited for, and `log` (an object with `info`) is told."""
     days = retention_days() if days is None else days
     removed = Removed(days)
     if days is None:
@@ -115,8 +117,8 @@ def apply_retention(data_dir: Path, today: date, days: int | None = None, undo_d
         removed.iceberg_snapshots = iceberg.expire_older_than(cutoff)
     removed.inbox_events = _old_inbox_events(data_dir, cutoff)
     removed.reports = _old_reports(data_dir / REPORTS_DIR, reports_cutoff)
-    removed.reconciliation_runs, removed.dry_run_audit_rows = _old_reconciliations(data_dir, reports_cutoff)
-    removed.kol_history_rows = _old_history(data_dir, cutoff)
+    removed.reconciliation_runs, removed.dry_run_audit_rows = _old_reconciliations(data_dir, reports_cutoff, log)
+    removed.kol_history_rows = _old_history(data_dir, cutoff, log)
     if removed.reconciliation_runs or removed.dry_run_audit_rows or removed.kol_history_rows:
         WarehouseResource(data_dir=str(data_dir)).publish_analytics()
     return removed
@@ -159,7 +161,7 @@ def _old_reports(folder: Path, cutoff: date) -> list[str]:
     return removed
 
 
-def _old_reconciliations(data_dir: Path, cutoff: date) -> tuple[int, int]:
+def _old_reconciliations(data_dir: Path, cutoff: date, log: Any) -> tuple[int, int]:
     """reconciliation_runs rows and the audit's dry-run rows from before the cutoff, deleted under the writer lock:
     (runs, audit rows)."""
     resource = WarehouseResource(data_dir=str(data_dir))
@@ -169,7 +171,7 @@ def _old_reconciliations(data_dir: Path, cutoff: date) -> tuple[int, int]:
     deletes = {RUNS_TABLE: f"DELETE FROM {RUNS_TABLE} WHERE reconciled_at < {before}",
                AUDIT_TABLE: f"DELETE FROM {AUDIT_TABLE} WHERE mode = 'dry_run' AND \"at\" < {before}"}
     counts = dict.fromkeys(deletes, 0)
-    with holding_lock(resource.lock_path):
+    with resource.locked(log):
         with closing(quiet_connect(str(resource.path))) as conn:
             tables = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
             for table, delete in deletes.items():
@@ -179,13 +181,13 @@ def _old_reconciliations(data_dir: Path, cutoff: date) -> tuple[int, int]:
     return counts[RUNS_TABLE], counts[AUDIT_TABLE]
 
 
-def _old_history(data_dir: Path, cutoff: date) -> int:
+def _old_history(data_dir: Path, cutoff: date, log: Any) -> int:
     """kol_history's rows closed before the cutoff, deleted from the marts under the marts lock (no build runs
     meanwhile); its later rows never read them again (a night compares against the open rows only)."""
     marts = MartsResource(data_dir=str(data_dir))
     if not marts.path.exists():
         return 0
-    with marts.changing():
+    with marts.changing(log):
         with closing(quiet_connect(str(marts.path))) as conn:
             if not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [HISTORY_TABLE]).fetchone()[0]:
                 return 0

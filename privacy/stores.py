@@ -3,10 +3,10 @@ of its rows hold a person (`locate`) and to remove them (`erase`), crash-safe an
 
 - lake snapshot files and their changed-rows side files (Parquet): only the files that hold the person
   are rewritten, row group by row group with the file's own schema, beside the file, then renamed over it;
-- the marts (DuckDB, built by dbt): rebuilt the same way as the warehouse, under its writer lock;
+- the marts (DuckDB, built by dbt): rebuilt the same way as the warehouse, under the marts lock;
 - the warehouse (DuckDB): rebuilt into a new file without the person's rows (the write-back audit keeps
-  its rows, their personal values tombstoned), then renamed over it, under the writer lock: no free block
-  of the new file ever held the person; analytics.duckdb is then republished from it;
+  its rows, their personal values tombstoned), then renamed over it, under the writer lock (a sync writing is
+  waited for): no free block of the new file ever held the person; analytics.duckdb is then republished from it;
 - the webhook inbox (the SQLite file, or Postgres with COMMOPS_INBOX_URL): the person's events deleted, then
   VACUUM (and on SQLite a TRUNCATE checkpoint of the write-ahead log), on every run (a run killed between the
   delete and the VACUUM leaves nothing behind);
@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -33,7 +34,7 @@ import pyarrow.parquet as pq
 
 from crm.kept_features import kept_files
 from privacy.subject import Subject
-from resources.files import fsync_dir, holding_lock
+from resources.files import fsync_dir
 from resources.lake import LAKE_DIR, ORG_PARTITION, STAGING_DIR
 from resources.sql import sql_literal
 from resources.marts import MartsResource
@@ -164,9 +165,10 @@ class Warehouse:
 
     name = "warehouse"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, log: Any = None) -> None:
         self.data_dir = data_dir
         self.resource = WarehouseResource(data_dir=str(data_dir))
+        self.log = log
 
     def locate(self, subject: Subject) -> list[Finding]:
         found = []
@@ -180,7 +182,7 @@ class Warehouse:
     def erase(self, subject: Subject) -> list[Finding]:
         found = self.locate(subject)
         if any(f.store == self.name for f in found):
-            with holding_lock(self.resource.lock_path):  # as a sync's writer: analysts read analytics.duckdb
+            with self.resource.locked(self.log):  # as a sync's writer (one writing is waited for)
                 self._rebuild_without(subject)
         if found:  # a run killed after the rebuild finds the person in the published copy only
             self.resource.publish_analytics()
@@ -198,9 +200,10 @@ class Marts:
 
     name = "marts"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, log: Any = None) -> None:
         self.marts = MartsResource(data_dir=str(data_dir))
         self.warehouse = WarehouseResource(data_dir=str(data_dir))
+        self.log = log
 
     def locate(self, subject: Subject) -> list[Finding]:
         path = self.marts.path
@@ -210,7 +213,7 @@ class Marts:
             return [Finding(self.name, f"{path.name}:{table}", rows) for table, rows in _table_counts(conn, subject)]
 
     def erase(self, subject: Subject) -> list[Finding]:
-        with self.marts.changing():  # a build running is waited for (seconds), and none starts meanwhile
+        with self.marts.changing(self.log):  # a build running is waited for (seconds), and none starts meanwhile
             self.marts.discard()  # copies left by a killed build hold last night's rows
             found = self.locate(subject)
             if found:
@@ -287,9 +290,10 @@ class KeptFeatures:
 
     name = "crm-kept"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, log: Any = None) -> None:
         self.data_dir = data_dir
-        self.lock_path = WarehouseResource(data_dir=str(data_dir)).lock_path
+        self.warehouse = WarehouseResource(data_dir=str(data_dir))
+        self.log = log
 
     def locate(self, subject: Subject) -> list[Finding]:
         found = []
@@ -304,7 +308,7 @@ class KeptFeatures:
     def erase(self, subject: Subject) -> list[Finding]:
         found = self.locate(subject)
         if found:
-            with holding_lock(self.lock_path):
+            with self.warehouse.locked(self.log):
                 for finding in found:
                     path = Path(finding.location)
                     path.unlink(missing_ok=True)

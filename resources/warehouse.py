@@ -657,8 +657,9 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @contextmanager
     def locked(self, log: Any = None) -> Iterator[None]:
-        """The writer lock alone, for a process that reads the warehouse file itself (the marts' dbt build,
-        which attaches it read-only): no sync writes meanwhile, and it never finds the file open."""
+        """The writer lock alone, for a process that reads or replaces the warehouse file itself (the marts' copy
+        for dbt, an erasure's rebuild): no sync writes meanwhile, and it never finds the file open. A holder is
+        waited for, and `log` told."""
         with self._exclusive_lock(log):
             yield
 

@@ -21,6 +21,8 @@ from click.testing import CliRunner
 
 from commops_cli.commops import main
 from privacy.suppression import PRIVACY_KEY_ENV, PrivacyStore
+from resources.files import holding_lock
+from resources.warehouse import WarehouseResource
 from tests.pipeline.sync_support import sync
 
 MARKERS = {
@@ -212,3 +214,27 @@ def test_erase_leaves_no_trace_even_killed_halfway_and_keeps_the_person_out(plan
     assert _webhook_update(data_dir, kol_id).status_code < 300
     assert _inbox_events(data_dir) == events
     assert _hits(data_dir) == []
+
+
+def test_an_erasure_waits_for_a_sync_writing_the_warehouse_and_says_so_in_a_line(tmp_path, monkeypatch):
+    monkeypatch.setenv(PRIVACY_KEY_ENV, "test-privacy-key-not-a-secret")
+    data_dir = tmp_path / "data"
+    warehouse = WarehouseResource(data_dir=str(data_dir))
+    data_dir.mkdir(mode=0o700)
+    with closing(duckdb.connect(str(warehouse.path))) as conn:
+        conn.execute("CREATE TABLE kols AS SELECT 'default' AS org, 'kol_waits1' AS id, ? AS email, ? AS full_name",
+                     [MARKERS["email"], MARKERS["full_name"]])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    with holding_lock(Path(warehouse.lock_path)):  # what a sync holds while it writes
+        erasing = subprocess.Popen([sys.executable, "-m", "commops_cli", "privacy", "erase", "--kol", "kol_waits1",
+                                    "--data-dir", str(data_dir)], env=env, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        said = next((line for line in iter(erasing.stderr.readline, "") if "Waiting" in line or "Traceback" in line), "")
+        assert said.startswith("Waiting for the warehouse lock") and "held by pid" in said, said
+        with closing(duckdb.connect(str(warehouse.path), read_only=True)) as conn:
+            assert conn.execute("SELECT count(*) FROM kols").fetchone()[0] == 1  # untouched while the sync writes
+    output, errors = erasing.communicate(timeout=120)
+    assert erasing.returncode == 0, errors
+    assert "Erased" in output and "Got the warehouse lock" in errors and "Traceback" not in errors
+    with closing(duckdb.connect(str(warehouse.path), read_only=True)) as conn:
+        assert conn.execute("SELECT count(*) FROM kols").fetchone()[0] == 0
