@@ -7,7 +7,10 @@
   session as the operating-system user. Another local user cannot read the token (it is printed to the
   terminal of the admin who started the page) and a web page in the admin's browser cannot send the cookie
   (SameSite=Strict) nor read a form's CSRF token.
-- Signed-in users (COMMOPS_REVIEW_PASSWORD / COMMOPS_REVIEW_USERS): name and password on `/login`.
+- Signed-in users (COMMOPS_REVIEW_PASSWORD / COMMOPS_REVIEW_USERS): name and password on `/login`. Password
+  guessing is throttled: past SIGN_IN_LIMIT failures in SIGN_IN_WINDOW seconds from one client address, or for
+  one name, further attempts from that address or for that name are refused (429) without being checked, until
+  the oldest failure is that old.
 - Every POST carries the session's CSRF token (form field `csrf`): without it, or with another, 403 and
   nothing is done. An `Origin` header, when sent, must be this page's.
 - The Host header must be a name of this server (DNS rebinding: a page of another site whose name resolves
@@ -22,12 +25,15 @@ import hmac
 import secrets
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
 COOKIE = "commops_review"
 MAX_SESSIONS = 2_000  # anonymous sessions are made for every new visitor of /login: bounded, oldest dropped
+SIGN_IN_LIMIT = 10  # failed sign-ins per client address, and per name, within SIGN_IN_WINDOW
+SIGN_IN_WINDOW = 15 * 60.0
+MAX_THROTTLED = 10_000  # addresses and names followed: bounded, the least recently failing dropped
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
 SECURITY_HEADERS = [
@@ -95,6 +101,46 @@ class Sessions:
             self._sessions.pop(session_id, None)
 
 
+class SignInThrottle:
+    """The failed sign-ins of the last SIGN_IN_WINDOW seconds, per client address and per name; thread-safe."""
+
+    def __init__(self, limit: int = SIGN_IN_LIMIT, window: float = SIGN_IN_WINDOW) -> None:
+        self.limit, self.window = limit, window
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def wait(self, address: str, name: str) -> float:
+        """Seconds until an attempt from `address` for `name` is checked again (0: now)."""
+        now = time.monotonic()
+        with self._lock:
+            return max(self._wait(key, now) for key in self._keys(address, name))
+
+    def failed(self, address: str, name: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for key in self._keys(address, name):
+                times = self._failures.pop(key, None) or deque(maxlen=self.limit)
+                times.append(now)
+                self._failures[key] = times  # the most recent last
+            while len(self._failures) > MAX_THROTTLED:
+                self._failures.popitem(last=False)
+
+    def succeeded(self, address: str, name: str) -> None:
+        with self._lock:
+            for key in self._keys(address, name):
+                self._failures.pop(key, None)
+
+    @staticmethod
+    def _keys(address: str, name: str) -> tuple[str, str]:
+        return f"address {address}", f"name {name}"
+
+    def _wait(self, key: str, now: float) -> float:
+        times = self._failures.get(key)
+        if times is None or len(times) < self.limit:
+            return 0.0
+        return max(0.0, times[0] + self.window - now)  # the oldest of the last `limit` failures ages out
+
+
 class Access:
     """How users get a session: the launch's token (one local admin) or their name and password."""
 
@@ -103,6 +149,7 @@ class Access:
         self.local_user = local_user
         self.token = secrets.token_urlsafe(32)
         self.sessions = Sessions(lifetime_seconds)
+        self.throttle = SignInThrottle()
 
     @property
     def signs_in(self) -> bool:

@@ -10,13 +10,13 @@ shows only what the CRM returned for the records.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
-
-import re
 
 import jinja2
 from starlette.applications import Starlette
@@ -150,10 +150,19 @@ def create_app(config: PageConfig) -> Starlette:
         form = await request.form()
         if session is None or not same(_text(form, "csrf"), session.csrf):
             return refused(request, None, "Forged or expired form: open the sign-in page again.", 403)
-        user = access.by_password(_text(form, "user") or "", _text(form, "password") or "")
+        name, address = _text(form, "user") or "", request.client.host if request.client else ""
+        if wait := access.throttle.wait(address, name):
+            minutes = math.ceil(wait / 60)
+            session.flash("refused", f"Too many failed sign-ins: try again in {minutes} minute{'s' * (minutes > 1)}.")
+            response = render(request, "login.html.j2", session, status=429)
+            response.headers["Retry-After"] = str(math.ceil(wait))
+            return response
+        user = access.by_password(name, _text(form, "password") or "")
         if user is None:
+            access.throttle.failed(address, name)
             session.flash("refused", "Wrong name or password.")
             return render(request, "login.html.j2", session, status=401)
+        access.throttle.succeeded(address, name)
         access.sessions.close(session.id)  # a new id on sign-in: a planted session id is worth nothing
         return set_cookie(RedirectResponse("/", status_code=303), user)
 

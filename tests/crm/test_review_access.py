@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from crm.review_page.access import COOKIE, CSP
+from crm.review_page.access import COOKIE, CSP, SIGN_IN_LIMIT, SIGN_IN_WINDOW
 from crm.review_page.server import ReviewServer, page_config
 from crm.review_page.settings import ReviewSettings, local_user
 
@@ -88,6 +88,30 @@ def test_users_sign_in_by_name_and_password_where_a_password_is_set(signing_in):
         signed = client.post("/login", data={"csrf": csrf_of(wrong.text), "user": "maria", "password": "pw-of-maria"})
         assert signed.status_code == 303 and signed.cookies[COOKIE] != form.cookies[COOKIE]  # a new session id
         assert "maria" in client.get("/").text
+
+
+
+def test_password_guessing_is_refused_unchecked_past_the_limit_from_that_address_and_for_that_name(signing_in):
+    def attempt(client: httpx.Client, user: str, password: str) -> httpx.Response:
+        form = client.get("/login")
+        return client.post("/login", data={"csrf": csrf_of(form.text), "user": user, "password": password})
+
+    with httpx.Client(base_url=signing_in.url) as guesser:
+        for n in range(SIGN_IN_LIMIT):
+            assert attempt(guesser, "admin", f"guess-{n}").status_code == 401
+        locked = attempt(guesser, "admin", "s3cret-admin")  # the right password, no longer checked
+        assert locked.status_code == 429 and "Too many failed sign-ins: try again in 15 minutes" in locked.text
+        assert 0 < int(locked.headers["retry-after"]) <= SIGN_IN_WINDOW
+        assert attempt(guesser, "maria", "pw-of-maria").status_code == 429  # this address, whatever the name
+        assert guesser.get("/").headers["location"] == "/login"  # signed in as nobody
+    with httpx.Client(base_url=signing_in.url, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as other:
+        assert attempt(other, "admin", "s3cret-admin").status_code == 429  # this name, from any address
+        for _ in range(SIGN_IN_LIMIT - 1):
+            assert attempt(other, "maria", "wrong").status_code == 401
+        assert attempt(other, "maria", "pw-of-maria").status_code == 303  # a success forgets the failures
+        assert "maria" in other.get("/").text
+        for _ in range(SIGN_IN_LIMIT - 1):  # counted afresh: without the success, the second would be refused
+            assert attempt(other, "maria", "wrong").status_code == 401
 
 
 def test_commops_review_refuses_to_serve_beyond_loopback_without_a_password(tmp_path):
