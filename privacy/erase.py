@@ -15,7 +15,7 @@ from typing import Any
 
 
 from privacy.object_stores import object_stores
-from privacy.stores import Finding, Inbox, KeptFeatures, Lake, Marts, Reports, Warehouse, quiet_connect
+from privacy.stores import FILE_WORKERS, Finding, Inbox, KeptFeatures, Lake, Marts, Reports, Warehouse, quiet_connect
 from privacy.subject import Subject, normalize_email
 from privacy.suppression import PrivacyStore, privacy_key
 from resources.sql import sql_literal
@@ -48,7 +48,7 @@ def _lookup(data_dir: Path, subject: Subject) -> tuple[tuple[str, ...], tuple[st
     relations = []
     warehouse = data_dir / WAREHOUSE_FILE
     lake_files = Lake(data_dir).files(subject.org)
-    with closing(quiet_connect(memory_limit="256MB", threads=1)) as conn:
+    with closing(quiet_connect(memory_limit="512MB", threads=FILE_WORKERS)) as conn:
         if warehouse.exists():
             conn.execute(f"ATTACH {sql_literal(str(warehouse))} AS w (READ_ONLY)")
             present = {row[0] for row in conn.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'w'").fetchall()}
