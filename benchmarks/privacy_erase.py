@@ -1,6 +1,6 @@
 """Benchmark: erasing one person (and 100 in one run) from a lake of nightly KOL snapshots and a warehouse.
 
-    .venv/bin/python benchmarks/privacy_erase.py [--snapshots 365] [--kols 100000] [--people 1] [--runs 3]
+    .venv/bin/python benchmarks/privacy_erase.py [--snapshots 365] [--kols 100000] [--people 1] [--runs 3] [--s3]
 
 Builds, once, a lake of `--snapshots` nightly files of `--kols` KOL rows each (the KOL list's fields: id, name,
 title, institution, email, phone, location, tags, `_extra`; zstd, row groups of 32,768) in which the people to
@@ -8,6 +8,9 @@ erase appear in every night, and a warehouse whose `kols` table holds the last n
 fresh copy, runs `privacy.erase.erase` in a child process and reports its wall time, the bytes of the files it
 rewrote (only those holding the person: every snapshot here, the worst case) and its peak RSS. The aim: one
 person from 365 snapshots of 100k KOLs in under 5 minutes, and 100 people in one run about the cost of one.
+--s3: the lake on S3 instead (COMMOPS_LAKE_URL, moto's S3 API server on 127.0.0.1, tests/s3.py): each run's
+snapshots are published into a fresh bucket first (not timed), and the erasure downloads, rewrites and publishes
+each snapshot again. moto keeps the objects in memory on the same cores: the protocol's cost, not a network's.
 Last line: the figures as JSON.
 """
 
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,36 +74,60 @@ def build(folder: Path, snapshots: int, kols: int) -> None:
         conn.execute(f"CREATE TABLE kols AS SELECT 'default' AS org, * FROM read_parquet('{first}')")
 
 
+def s3_server():
+    from tests.s3 import running_s3
+
+    return running_s3()
+
+
+def on_s3(lake: Path, s3) -> str:
+    """The local lake's snapshots published, as a sync publishes them, into a fresh bucket; the lake's URL."""
+    import pyarrow.parquet as pq
+
+    from resources.lake_s3 import S3Lake
+
+    url = f"s3://{s3.create_bucket('erase')}/commops/lake"
+    os.environ.update(s3.env())
+    target = S3Lake(url, "COMMOPS_LAKE_URL")
+    for path in sorted(lake.rglob("data.parquet")):
+        folder = str(path.parent.relative_to(lake))
+        target.publish(path, folder, pq.ParquetFile(path).metadata.num_rows)
+    return url
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--snapshots", type=int, default=365)
     parser.add_argument("--kols", type=int, default=100_000)
     parser.add_argument("--people", type=int, default=1)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--s3", action="store_true", help="the lake on S3 (moto's server on 127.0.0.1)")
     args = parser.parse_args()
     people = [f"kol_{i * (args.kols // max(args.people, 1)):010x}" for i in range(args.people)]
-    with tempfile.TemporaryDirectory(prefix="privacy-bench-") as temp:
+    with tempfile.TemporaryDirectory(prefix="privacy-bench-") as temp, (s3_server() if args.s3 else nullcontext()) as s3:
         base = Path(temp) / "base"
         build(base, args.snapshots, args.kols)
         lake_bytes = sum(p.stat().st_size for p in (base / "lake").rglob("*.parquet"))
         results = []
         for run in range(args.runs):
             copy = Path(temp) / f"run{run}"
-            shutil.copytree(base, copy)
+            shutil.copytree(base, copy, ignore=shutil.ignore_patterns("lake") if s3 else None)
             env = {**os.environ, "PYTHONPATH": str(ROOT), "COMMOPS_PRIVACY_KEY": "benchmark-key"}
+            if s3:
+                env |= s3.env() | {"COMMOPS_LAKE_URL": on_s3(base / "lake", s3)}
             out = subprocess.run([sys.executable, "-c", CHILD, str(copy), json.dumps(people)], env=env,
                                  capture_output=True, text=True, check=True)
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
             shutil.rmtree(copy)
     figures = {
-        "snapshots": args.snapshots, "kols": args.kols, "people": args.people, "runs": args.runs,
+        "snapshots": args.snapshots, "kols": args.kols, "people": args.people, "runs": args.runs, "lake": "s3" if args.s3 else "local",
         "lake_mb": round(lake_bytes / 2**20, 1),
         "bytes_rewritten_mb": round(lake_bytes / 2**20, 1),  # every snapshot holds the people here
         "rows_erased": results[0]["rows"],
         "wall_seconds_median": round(statistics.median(r["seconds"] for r in results), 1),
         "peak_rss_mb_median": round(statistics.median(r["peak_rss_mb"] for r in results)),
     }
-    print(f"erase {args.people} person(s) from {args.snapshots} snapshots x {args.kols:,} KOLs "
+    print(f"erase {args.people} person(s) from {args.snapshots} snapshots x {args.kols:,} KOLs{' on S3' * args.s3} "
           f"({figures['lake_mb']} MB, all rewritten): {figures['wall_seconds_median']} s median of {args.runs}, "
           f"peak RSS {figures['peak_rss_mb_median']} MB, {figures['rows_erased']} rows")
     print(json.dumps(figures))

@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any
 
-from privacy.stores import (Finding, org_of_path, parquet_rows_of, replace_durably, scan_connect, subject_predicate,
-                            write_parquet_without)
+from privacy.stores import (FILE_WORKERS, Finding, org_of_path, parquet_rows_of, replace_durably, scan_connect,
+                            subject_predicate, write_parquet_without)
 from privacy.subject import Subject
 from resources.iceberg_deletes import rewrite_without_deletes
 from resources.lake import LAKE_URL_ENV, SNAPSHOT_FILE, LakeResource
@@ -63,12 +64,13 @@ class S3LakeStore:
         return self._each_snapshot(subject, rewrite=True)
 
     def _each_snapshot(self, subject: Subject, rewrite: bool) -> list[Finding]:
-        found = []
-        for folder in self.snapshots(subject.org):
-            rows = self._snapshot_rows(folder, subject, rewrite)
-            if rows:
-                found.append(Finding(self.name, self.lake.snapshot_url(folder), rows))
-        return found
+        """Each snapshot on its own (downloaded, scanned, and rewritten and published again if it holds the
+        person), FILE_WORKERS at a time."""
+        folders = self.snapshots(subject.org)
+        with ThreadPoolExecutor(FILE_WORKERS, thread_name_prefix="erase-snapshot") as pool:
+            counts = list(pool.map(lambda folder: self._snapshot_rows(folder, subject, rewrite), folders))
+        return [Finding(self.name, self.lake.snapshot_url(folder), rows)
+                for folder, rows in zip(folders, counts, strict=True) if rows]
 
     def _snapshot_rows(self, folder: str, subject: Subject, rewrite: bool) -> int:
         for attempt in range(1, REPUBLISH_ATTEMPTS + 1):
