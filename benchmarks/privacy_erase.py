@@ -104,7 +104,8 @@ def main() -> None:
     parser.add_argument("--s3", action="store_true", help="the lake on S3 (moto's server on 127.0.0.1)")
     args = parser.parse_args()
     people = [f"kol_{i * (args.kols // max(args.people, 1)):010x}" for i in range(args.people)]
-    with tempfile.TemporaryDirectory(prefix="privacy-bench-") as temp, (s3_server() if args.s3 else nullcontext()) as s3:
+    s3_or_none = s3_server() if args.s3 else nullcontext()
+    with tempfile.TemporaryDirectory(prefix="privacy-bench-") as temp, s3_or_none as s3:
         base = Path(temp) / "base"
         build(base, args.snapshots, args.kols)
         lake_bytes = sum(p.stat().st_size for p in (base / "lake").rglob("*.parquet"))
@@ -120,7 +121,8 @@ def main() -> None:
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
             shutil.rmtree(copy)
     figures = {
-        "snapshots": args.snapshots, "kols": args.kols, "people": args.people, "runs": args.runs, "lake": "s3" if args.s3 else "local",
+        "snapshots": args.snapshots, "kols": args.kols, "people": args.people, "runs": args.runs,
+        "lake": "s3" if args.s3 else "local",
         "lake_mb": round(lake_bytes / 2**20, 1),
         "bytes_rewritten_mb": round(lake_bytes / 2**20, 1),  # every snapshot holds the people here
         "rows_erased": results[0]["rows"],

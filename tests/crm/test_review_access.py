@@ -90,7 +90,6 @@ def test_users_sign_in_by_name_and_password_where_a_password_is_set(signing_in):
         assert "maria" in client.get("/").text
 
 
-
 def test_password_guessing_is_refused_unchecked_past_the_limit_from_that_address_and_for_that_name(signing_in):
     def attempt(client: httpx.Client, user: str, password: str) -> httpx.Response:
         form = client.get("/login")

@@ -229,7 +229,8 @@ def test_an_erasure_waits_for_a_sync_writing_the_warehouse_and_says_so_in_a_line
         erasing = subprocess.Popen([sys.executable, "-m", "commops_cli", "privacy", "erase", "--kol", "kol_waits1",
                                     "--data-dir", str(data_dir)], env=env, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        said = next((line for line in iter(erasing.stderr.readline, "") if "Waiting" in line or "Traceback" in line), "")
+        lines = iter(erasing.stderr.readline, "")
+        said = next((line for line in lines if "Waiting" in line or "Traceback" in line), "")
         assert said.startswith("Waiting for the warehouse lock") and "held by pid" in said, said
         with closing(duckdb.connect(str(warehouse.path), read_only=True)) as conn:
             assert conn.execute("SELECT count(*) FROM kols").fetchone()[0] == 1  # untouched while the sync writes
