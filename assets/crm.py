@@ -154,10 +154,11 @@ def _merge_changes(context: dg.AssetExecutionContext, crm: CrmSource, lake: Lake
                                    deleted=deleted)
             with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as snapshot:
                 columns = ", ".join(f'"{name}"' for name in CONTACT_SCHEMA.names)
-                reader = sql.cursor(session.conn).sql(
-                    f"SELECT {columns} FROM {CONTACTS_TABLE} WHERE org = {sql_literal(org)}").to_arrow_reader(50_000)
-                for batch in reader:
-                    snapshot.write(batch.cast(CONTACT_SCHEMA))
+                with sql.cursor(session.conn) as cursor:
+                    reader = cursor.sql(f"SELECT {columns} FROM {CONTACTS_TABLE} WHERE org = {sql_literal(org)}"
+                                        ).to_arrow_reader(50_000)
+                    for batch in reader:
+                        snapshot.write(batch.cast(CONTACT_SCHEMA))
                 total = snapshot.finish()
     return total, rows, deleted, snapshot.published
 

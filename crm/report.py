@@ -232,8 +232,8 @@ def write_reports(
     plan_path = directory / f"reconciliation-{stamp}-plan.csv"
     # The CSV of every row (most of the work: DuckDB's sort, Arrow's kernels, the file) is written on a cursor of its
     # own beside the rest, which is mostly Python's (the page).
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        every_row = beside.submit(write_csv, sql.cursor(conn), csv_path, org)
+    with sql.cursor(conn) as own, ThreadPoolExecutor(max_workers=1) as beside:
+        every_row = beside.submit(write_csv, own, csv_path, org)
         write_plan_csv(conn, plan_path, org)
         merges = duplicates.write_merge_csv(conn, _result_with_masters(org), merge_path)
         counts = {status: int(run[status] or 0) for status in STATUSES}

@@ -46,9 +46,8 @@ def restore(data: Data) -> Data:
 def write(conn: duckdb.DuckDBPyConnection, query: str, header: Sequence[str], path: Path) -> int:
     """`query`'s rows, neutralised, as a CSV Excel opens cleanly (UTF-8 with BOM, CRLF), streamed in
     batches on a cursor of `conn`'s current database. Returns the row count."""
-    cursor = sql.cursor(conn)
     count = 0
-    with path.open("wb") as out:
+    with sql.cursor(conn) as cursor, path.open("wb") as out:
         title = io.StringIO()
         csv.writer(title, lineterminator="\r\n").writerow(header)
         out.write(("\ufeff" + title.getvalue()).encode("utf-8"))

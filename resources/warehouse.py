@@ -562,7 +562,7 @@ class WarehouseResource(dg.ConfigurableResource):
             try:
                 with self._session(threads=threads, memory_limit=memory_limit) as conn:
                     yield WarehouseSession(conn, write.touched)
-                    conn.execute("CHECKPOINT")
+                    _checkpoint(conn)
             finally:
                 write.after = FileState.of(self.path)  # the file closed: the session's detached it
                 self._writes.append(write)
@@ -688,6 +688,24 @@ class WarehouseResource(dg.ConfigurableResource):
             if waited_from is not None:
                 _info(log, f"Got the warehouse lock after {time.monotonic() - waited_from:.1f}s")
             yield
+
+
+CHECKPOINT_WAIT_SECONDS = 30.0
+
+
+def _checkpoint(conn: duckdb.DuckDBPyConnection) -> None:
+    """CHECKPOINT the session's file. DuckDB refuses one while another connection of the process's database has
+    a write transaction open on it; such a transaction is waited for (up to CHECKPOINT_WAIT_SECONDS), as the
+    file must be whole when the writer lock is let go: the next reader may copy it without its WAL."""
+    deadline = time.monotonic() + CHECKPOINT_WAIT_SECONDS
+    while True:
+        try:
+            conn.execute("CHECKPOINT")
+            return
+        except duckdb.TransactionException as error:
+            if "other write transactions" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _info(log: Any, message: str) -> None:

@@ -490,3 +490,26 @@ def test_the_reconciliation_session_gets_its_own_threads_and_memory_and_other_se
     with warehouse.writer() as session:
         threads, memory = session.conn.execute(setting).fetchone()
         assert (threads, memory.replace(" ", "")) == (1, "122.0MiB")
+
+
+def test_a_session_ends_with_the_file_whole_once_another_write_transaction_of_the_process_ends(tmp_path):
+    """DuckDB refuses a CHECKPOINT while another connection of the same database has a write open: the
+    session waits for it, so the file it lets go of holds every commit without its WAL."""
+    warehouse = WarehouseResource(data_dir=str(tmp_path))
+    committed = threading.Event()
+    with warehouse.writer() as session:
+        session.conn.execute("CREATE TABLE notes AS SELECT 1 AS n")
+        other = session.conn.cursor()
+        other.execute("USE warehouse")
+        other.execute("BEGIN TRANSACTION")
+        other.execute("UPDATE notes SET n = 2")  # an update holds DuckDB's checkpoint lock until it commits
+
+        def commit_later() -> None:
+            committed.wait(0.3)  # still open when the session ends
+            other.execute("COMMIT")
+            other.close()
+
+        threading.Thread(target=commit_later, daemon=True).start()
+    assert not (tmp_path / "warehouse.duckdb.wal").exists()
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT list(n) FROM notes").fetchone()[0] == [2]
