@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.s3 import running_s3  # noqa: E402
+
 CHILD = """
 import json, os, resource, sys, time
 from pathlib import Path
@@ -74,12 +76,6 @@ def build(folder: Path, snapshots: int, kols: int) -> None:
         conn.execute(f"CREATE TABLE kols AS SELECT 'default' AS org, * FROM read_parquet('{first}')")
 
 
-def s3_server():
-    from tests.s3 import running_s3
-
-    return running_s3()
-
-
 def on_s3(lake: Path, s3) -> str:
     """The local lake's snapshots published, as a sync publishes them, into a fresh bucket; the lake's URL."""
     import pyarrow.parquet as pq
@@ -104,7 +100,7 @@ def main() -> None:
     parser.add_argument("--s3", action="store_true", help="the lake on S3 (moto's server on 127.0.0.1)")
     args = parser.parse_args()
     people = [f"kol_{i * (args.kols // max(args.people, 1)):010x}" for i in range(args.people)]
-    s3_or_none = s3_server() if args.s3 else nullcontext()
+    s3_or_none = running_s3() if args.s3 else nullcontext()
     with tempfile.TemporaryDirectory(prefix="privacy-bench-") as temp, s3_or_none as s3:
         base = Path(temp) / "base"
         build(base, args.snapshots, args.kols)
