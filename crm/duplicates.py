@@ -28,8 +28,7 @@ def find(conn: duckdb.DuckDBPyConnection, threshold: float, live_kols: str) -> i
     set, from the prepared contact features; `live_kols` is a relation of the KOL ids (kol_id) an external
     id may name. Returns the number of sets."""
     contacts = probable.CONTACT_FEATURES
-    # Institution keys (same first or last name at one institution) would pair every colleague: left out here.
-    probable.pairs(conn, contacts, None, "_dup_pairs", kinds="niep", cap=probable.DUPLICATE_BLOCK_CAP)
+    probable.pairs(conn, contacts, None, "_dup_pairs", kinds=probable.DUPLICATE_KINDS, cap=probable.DUPLICATE_BLOCK_CAP)
     probable.name_compatible(conn, "_dup_pairs", contacts, contacts, corroborated=True)
     total = conn.execute(f"SELECT count(*) FROM {contacts}").fetchone()[0]
     conn.execute(f"DROP TABLE IF EXISTS {contacts}_keys")

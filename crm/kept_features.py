@@ -107,7 +107,7 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
 CREATE OR REPLACE TEMP TABLE {table} AS
 WITH ids AS (SELECT id, (row_number() OVER (ORDER BY id))::INTEGER AS rid FROM {FEATURES})
 SELECT {ordered} FROM {FEATURES} f JOIN ids USING (id)""")
-    probable.keys(conn, table)
+    probable.keys(conn, table, kinds=probable.DUPLICATE_KINDS)
     for temp in ("_kf_now", "_kf_gone", "_kf_fresh"):
         conn.execute(f"DROP TABLE IF EXISTS {temp}")
     return computed

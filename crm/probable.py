@@ -33,6 +33,10 @@ from resources.crm.base import DEFAULT_MATCH_THRESHOLD
 
 BLOCK_CAP = 20  # KOL-contact blocks: records per side
 DUPLICATE_BLOCK_CAP = 20  # contact-contact blocks (every contact takes part: a smaller cap keeps the pairs near-linear)
+ALL_KINDS = "niepmfl"  # every kind of blocking key (keys' docstring says what each is)
+# Contact-contact pairs block on these alone: the institution keys (f, l) would pair every colleague, and the
+# name spelled by an email (m) blocks a KOL with a contact only.
+DUPLICATE_KINDS = "niep"
 DEFAULT_THRESHOLD = DEFAULT_MATCH_THRESHOLD
 # Share of the unmatched KOLs assumed to have a contact among the unmatched contacts (the prior).
 PRIOR_SHARE = 0.5
@@ -95,30 +99,30 @@ def _place_weight(same_institution: str) -> str:
          WHEN 'other_country' THEN {W["country_differ"]} WHEN 'other_institution' THEN {W["place_differ"]} ELSE 0 END)"""
 
 
-def keys(conn: duckdb.DuckDBPyConnection, table: str, spelled_names: bool = False) -> None:
-    """TEMP table {table}_keys (rid, key, probe): the blocking keys of a feature table. Keys starting
+def keys(conn: duckdb.DuckDBPyConnection, table: str, spelled_names: bool = False, kinds: str = ALL_KINDS) -> None:
+    """TEMP table {table}_keys (rid, key, probe): the blocking keys of `kinds` of a feature table. Keys starting
     'i' (last name code + first initial) block only with a record that gives just an initial (probe).
     `spelled_names` (the KOL side): also the local parts the record's name would make ('m' keys, which
     the other side holds for its email's letters)."""
     spelled = """
-  UNION ALL SELECT rid, 'm' || unnest(sp), false FROM {table} WHERE sp IS NOT NULL AND NOT initial_only
-""" if spelled_names else ""
-    conn.execute(f"""
-CREATE OR REPLACE TEMP TABLE {table}_keys AS
-SELECT DISTINCT rid, key, probe FROM (
-  SELECT rid, 'n' || least(f, l) || '|' || greatest(f, l) AS key, false AS probe
-  FROM (SELECT rid, unnest(fp) AS f, lp FROM {table} WHERE NOT initial_only) s, unnest(s.lp) u(l)
-  UNION ALL SELECT rid, 'i' || l || '|' || fi, initial_only FROM (SELECT rid, fi, initial_only, unnest(lp) AS l FROM {table})
-  UNION ALL SELECT rid, 'p' || phone, false FROM {table} WHERE phone IS NOT NULL
-  UNION ALL SELECT rid, 'e' || em_local, false FROM {table} WHERE length(em_local) >= 4
-  -- a local part spelling a name (amanda.benitez@, benitez.a@) meets the record of that name
-  UNION ALL SELECT rid, 'm' || em_letters, false FROM {table} WHERE length(em_letters) >= 5{spelled.format(table=table)}
-  UNION ALL SELECT rid, 'f' || fc[1] || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND fc IS NOT NULL
-  UNION ALL SELECT rid, 'l' || ln || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND ln IS NOT NULL
-)""")
+  UNION ALL SELECT rid, 'm' || unnest(sp), false FROM {table} WHERE sp IS NOT NULL AND NOT initial_only""" \
+        if spelled_names else ""
+    parts = {
+        "n": """SELECT rid, 'n' || least(f, l) || '|' || greatest(f, l) AS key, false AS probe
+  FROM (SELECT rid, unnest(fp) AS f, lp FROM {table} WHERE NOT initial_only) s, unnest(s.lp) u(l)""",
+        "i": "SELECT rid, 'i' || l || '|' || fi, initial_only FROM (SELECT rid, fi, initial_only, unnest(lp) AS l FROM {table})",
+        "p": "SELECT rid, 'p' || phone, false FROM {table} WHERE phone IS NOT NULL",
+        "e": "SELECT rid, 'e' || em_local, false FROM {table} WHERE length(em_local) >= 4",
+        # a local part spelling a name (amanda.benitez@, benitez.a@) meets the record of that name
+        "m": "SELECT rid, 'm' || em_letters, false FROM {table} WHERE length(em_letters) >= 5" + spelled,
+        "f": "SELECT rid, 'f' || fc[1] || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND fc IS NOT NULL",
+        "l": "SELECT rid, 'l' || ln || '|' || inst, false FROM {table} WHERE inst IS NOT NULL AND ln IS NOT NULL",
+    }
+    union = "\n  UNION ALL ".join(parts[kind] for kind in kinds).format(table=table)
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE {table}_keys AS SELECT DISTINCT rid, key, probe FROM (\n  {union}\n)")
 
 
-def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str, kinds: str = "niepflm",
+def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str, kinds: str = ALL_KINDS,
           cap: int = BLOCK_CAP) -> int:
     """TEMP table `out` (a, b): the row ids (rid) of the distinct pairs sharing a key of one of `kinds` held by at most `cap` records
     on each side (of `left` and `right`; with right None, pairs within `left`, a < b). Returns the pair count."""
@@ -427,9 +431,10 @@ FROM {kols} WHERE id IN (SELECT id FROM {pool})"""
 
 
 def contact_features(conn: duckdb.DuckDBPyConnection, contacts: str) -> None:
-    """Features and blocking keys of every contact (crm/kept_features.py keeps them between runs)."""
+    """Features of every contact (crm/kept_features.py keeps them between runs) and their contact-contact
+    blocking keys; match() makes the other kinds for the contacts it compares with KOLs."""
     features.build(conn, CONTACT_FEATURES, CONTACT_SOURCE.format(contacts=contacts))
-    keys(conn, CONTACT_FEATURES)
+    keys(conn, CONTACT_FEATURES, kinds=DUPLICATE_KINDS)
 
 
 def prepare(conn: duckdb.DuckDBPyConnection, kols: str, kol_pool: str) -> None:
@@ -452,9 +457,7 @@ def match(conn: duckdb.DuckDBPyConnection, contact_pool: str, threshold: float, 
     Pairs in `rejected` (kol_id, crm_id) are never proposed."""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _pm_cpool AS SELECT * FROM {CONTACT_FEATURES} WHERE id IN (SELECT crm_id FROM {contact_pool})""")
-    conn.execute(f"""
-CREATE OR REPLACE TEMP TABLE _pm_cpool_keys AS SELECT * FROM {CONTACT_FEATURES}_keys
-WHERE rid IN (SELECT rid FROM _pm_cpool)""")
+    keys(conn, "_pm_cpool")
     pairs(conn, KOL_FEATURES, "_pm_cpool", "_pm_kc_pairs")
     sizes = conn.execute(f"SELECT (SELECT count(*) FROM {KOL_FEATURES}), (SELECT count(*) FROM _pm_cpool)").fetchone()
     score(conn, "_pm_kc_pairs", KOL_FEATURES, "_pm_cpool", prior_bits(PRIOR_SHARE, max(sizes)), "_pm_kc",

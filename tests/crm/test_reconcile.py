@@ -114,6 +114,34 @@ def test_kols_sharing_an_email_are_duplicate_in_kols_and_archived_kols_are_left_
     assert result.kols == 3 and result.contacts == 0
 
 
+def test_a_kol_meets_its_contact_by_the_last_name_at_its_institution_or_by_an_email_spelling_its_name():
+    """Two true pairs whose names sound different (a typo in the first name; a nickname outside the name's group),
+    with other emails: only the last name at one institution, or the contact's email spelling the KOL's name,
+    brings each pair together. Both are probable matches: the contacts compared with KOLs are blocked on every
+    kind of key, not only on those the contact-contact pass uses."""
+    kols = make_kols(2)
+    kols[0].update(full_name="Roger Juarez", email="roger_juarez@lakebenjaminme40.us", phone="+1 668 932 7135",
+                   institution="Lake Benjamin Memorial Hospital", department="Endocrinology",
+                   title="Head of Endocrinology", location={"city": "Lake Benjamin", "state": None, "country": "US"})
+    kols[1].update(full_name="Sergey Vladimirov", email="vladimirovs@cityhospitalno8.ru", phone="+7 99 836 1068",
+                   institution="City Hospital No. 39, st. Petushki", department="Orthopedics",
+                   title="Orthopedic Surgeon", location={"city": "st. Petushki", "state": None, "country": "RU"})
+    contacts = [
+        {"Id": "003A00000000000001", "FirstName": "Roer", "LastName": "Juarez", "Email": "roger_juirez@lakebenjaminme40.us",
+         "Title": "Head of Endocrinology", "Account.Name": "Lake Benjamin Memorial Hospital",
+         "MailingCity": "Lake Benjamin", "MailingCountry": "US"},
+        {"Id": "003A00000000000002", "FirstName": "Seryozha", "LastName": "Vladimirov",
+         "Email": "sergey_vladimirov@styugorskregio2.ru", "Phone": "881 1835411", "Department": "Orthopedics",
+         "Account.Name": "st. Yugorsk Regional Hospital", "MailingCity": "st. Yugorsk", "MailingCountry": "RU"},
+    ]
+    conn = duckdb.connect()
+    load(conn, kols, contacts)
+    reconcile(conn, "kols", "contacts", run_id="keys")
+    proposed = conn.execute(f"SELECT kol_id, crm_id FROM {RESULT_TABLE} WHERE status = 'probable_match' ORDER BY kol_id"
+                            ).fetchall()
+    assert proposed == [("kol_0000", "003A00000000000001"), ("kol_0001", "003A00000000000002")]
+
+
 def anna_smith(title: str | None, custom: str) -> duckdb.DuckDBPyConnection:
     """One KOL (Anna Smith, with a 'tier' column 'tier_1') and her contact under her email, with `title` and `custom`."""
     kols = make_kols(1)
