@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -496,7 +497,6 @@ def test_a_session_ends_with_the_file_whole_once_another_write_transaction_of_th
     """DuckDB refuses a CHECKPOINT while another connection of the same database has a write open: the
     session waits for it, so the file it lets go of holds every commit without its WAL."""
     warehouse = WarehouseResource(data_dir=str(tmp_path))
-    committed = threading.Event()
     with warehouse.writer() as session:
         session.conn.execute("CREATE TABLE notes AS SELECT 1 AS n")
         other = session.conn.cursor()
@@ -505,11 +505,13 @@ def test_a_session_ends_with_the_file_whole_once_another_write_transaction_of_th
         other.execute("UPDATE notes SET n = 2")  # an update holds DuckDB's checkpoint lock until it commits
 
         def commit_later() -> None:
-            committed.wait(0.3)  # still open when the session ends
+            time.sleep(0.3)  # still open when the session ends
             other.execute("COMMIT")
             other.close()
 
-        threading.Thread(target=commit_later, daemon=True).start()
+        committer = threading.Thread(target=commit_later)
+        committer.start()
+    committer.join()
     assert not (tmp_path / "warehouse.duckdb.wal").exists()
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT list(n) FROM notes").fetchone()[0] == [2]
