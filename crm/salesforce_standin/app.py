@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import format_datetime as http_date
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
@@ -151,17 +154,28 @@ def rest_value(value: object) -> object:
     return format_datetime(value) if isinstance(value, datetime) else value
 
 
-def csv_value(value: object) -> str:
-    """Bulk 2.0's CSV spelling: ISO date-times with Z, true/false, empty for null."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
-    return str(value)
+def bulk_csv(store: ContactStore, fields: list[str], records: list[dict], delimiter: str, eol: str) -> bytes:
+    """A Bulk 2.0 result page as Salesforce spells it: every value quoted, ISO date-times with milliseconds and Z,
+    true/false, empty for null. Built column by column with Arrow, so that a 1M-contact export measures its client
+    rather than this server's CSV writing."""
+    columns = [csv_column(store.field_spec(name).type, list(map(store.getter(name), records))) for name in fields]
+    out = io.BytesIO()
+    pa_csv.write_csv(pa.Table.from_arrays(columns, names=fields), out,
+                     pa_csv.WriteOptions(quoting_style="all_valid", delimiter=delimiter, eol=eol))
+    return out.getvalue()
+
+
+def csv_column(field_type: str, values: list) -> pa.Array:
+    if field_type == "datetime":
+        stamps = pc.cast(pa.array(values, pa.timestamp("us", tz="UTC")), pa.timestamp("ms", tz="UTC"), safe=False)
+        distinct = stamps.dictionary_encode()  # saves share their second: each spelled once
+        text = pc.take(pc.strftime(distinct.dictionary, format="%Y-%m-%dT%H:%M:%SZ"), distinct.indices)  # %S: 05.123
+    elif field_type == "boolean":
+        text = pc.if_else(pa.array(values, pa.bool_()), "true", "false")
+    else:
+        text = pa.array([value if value is None or isinstance(value, str) else str(value) for value in values],
+                        pa.string())
+    return pc.fill_null(text, "")
 
 
 def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
@@ -435,15 +449,11 @@ def create_app(org: Org, base_url_holder: list[str]) -> FastAPI:
             return error(400, "INVALID_LOCATOR", f"invalid locator {locator!r}")
         size = maxRecords if maxRecords and maxRecords > 0 else len(job.records)
         page = job.records[offset:offset + size]
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, delimiter=DELIMITERS.get(job.column_delimiter, ","), quoting=csv.QUOTE_ALL,
-                            lineterminator="\r\n" if job.line_ending == "CRLF" else "\n")
-        writer.writerow(job.fields)
-        getters = [store.getter(name) for name in job.fields]
-        writer.writerows([csv_value(get(record)) for get in getters] for record in page)
+        body = bulk_csv(store, job.fields, page, DELIMITERS.get(job.column_delimiter, ","),
+                        "\r\n" if job.line_ending == "CRLF" else "\n")
         following = offset + len(page)
         next_locator = base64.b64encode(str(following).encode()).decode() if following < len(job.records) else "null"
-        return Response(buffer.getvalue(), media_type="text/csv",
+        return Response(body, media_type="text/csv",
                         headers={"Sforce-Locator": next_locator, "Sforce-NumberOfRecords": str(len(page))})
 
     @app.post("/services/data/v{version}/jobs/ingest")

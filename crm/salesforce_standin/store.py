@@ -139,6 +139,10 @@ class ContactStore:
             return None if account is None else account.get(path.partition(".")[2])
         return record.get(path)
 
+    def field_spec(self, path: str) -> FieldSpec:
+        """The spec of a canonical field name (Account.* names an Account field)."""
+        return self.fields.get(path) or ACCOUNT_FIELDS[path.partition(".")[2]]
+
     def getter(self, path: str) -> Callable[[dict], object]:
         """`value` for one field, resolved once (a Bulk 2.0 result reads a field of every record)."""
         if path.startswith("Account."):
@@ -297,7 +301,7 @@ class ContactStore:
             return lambda r: not inner(r)
         assert isinstance(node, Comparison)
         name = self.canonical_field(node.field)
-        spec = self.fields.get(name) or ACCOUNT_FIELDS[name.partition(".")[2]]
+        spec = self.field_spec(name)
         if node.operator == "LIKE":
             if spec.type in ("datetime", "boolean"):
                 raise SoqlError(f"invalid operator on {spec.type} field {name}: LIKE", "INVALID_FIELD")

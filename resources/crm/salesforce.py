@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -322,27 +323,22 @@ class SalesforceResource(MappedCrmResource):
     def _bulk_contacts(self, soql: str, mapping: ContactMapping, batch_size: int,
                        deleted: bool) -> Iterator[pa.RecordBatch]:
         """Bulk 2.0 query pages (CSV, `batch_size` records each; queryAll when `deleted`), parsed one at a time into
-        CHANGES_SCHEMA batches. A session that expires before the first page starts a fresh job after re-login;
-        mid-export it cannot resume the job's pages."""
+        CHANGES_SCHEMA batches, the next page downloaded while the caller writes this one (at most two pages held).
+        A session that expires before the first page starts a fresh job after re-login; mid-export it cannot
+        resume the job's pages."""
         def first_page(sf: Salesforce) -> tuple[Iterator[str], str | None]:
             run = sf.bulk2.Contact.query_all if deleted else sf.bulk2.Contact.query
             pages = run(soql, max_records=batch_size, wait=self.bulk_wait_seconds)
             return pages, next(pages, None)
 
         pages, page = self._call(first_page)
-        as_text = pa_csv.ConvertOptions(column_types=dict.fromkeys([*mapping.soql_fields(), *CHANGE_FIELDS], pa.string()),
-                                        strings_can_be_null=False)
-        while page is not None:
-            if page.strip():  # parsed by Arrow, column by column: a page of 10,000 rows in milliseconds
-                table = pa_csv.read_csv(io.BytesIO(page.encode("utf-8")), read_options=pa_csv.ReadOptions(use_threads=False),
-                                        parse_options=pa_csv.ParseOptions(newlines_in_values=True), convert_options=as_text)
-                if table.num_rows:
-                    batch = mapping.from_columns(table)
-                    stamps = timestamps(pc.if_else(pc.equal(table.column("SystemModstamp").combine_chunks(), ""),
-                                                   pa.scalar(None, pa.string()), table.column("SystemModstamp").combine_chunks()))
-                    deleted_flags = pc.equal(pc.utf8_lower(table.column("IsDeleted").combine_chunks()), "true")
-                    yield pa.RecordBatch.from_arrays([*batch.columns, stamps, deleted_flags], schema=CHANGES_SCHEMA)
-            page = self._call(lambda sf: next(pages, None), renew=False)
+        with ThreadPoolExecutor(1, thread_name_prefix="bulk-page") as downloads:
+            while page is not None:
+                following = downloads.submit(self._call, lambda sf: next(pages, None), False)
+                batch = _bulk_batch(page, mapping)
+                if batch is not None:
+                    yield batch
+                page = following.result()
 
     # --- writes --------------------------------------------------------------------------------------
 
@@ -421,6 +417,24 @@ class SalesforceResource(MappedCrmResource):
                 by_key[key.lower()] = WriteResult(key, row["sf__Id"] or None, False, False, row["sf__Error"])
         return [by_key.get(key.lower(), WriteResult(key, None, False, False, "not processed by the Bulk 2.0 job"))
                 for key in keys]
+
+
+def _bulk_batch(page: str, mapping: ContactMapping) -> pa.RecordBatch | None:
+    """A Bulk 2.0 CSV page as a CHANGES_SCHEMA batch (None when it holds no rows), parsed by Arrow column by
+    column: a page of 10,000 rows in milliseconds."""
+    if not page.strip():
+        return None
+    as_text = pa_csv.ConvertOptions(column_types=dict.fromkeys([*mapping.soql_fields(), *CHANGE_FIELDS], pa.string()),
+                                    strings_can_be_null=False)
+    table = pa_csv.read_csv(io.BytesIO(page.encode("utf-8")), read_options=pa_csv.ReadOptions(use_threads=False),
+                            parse_options=pa_csv.ParseOptions(newlines_in_values=True), convert_options=as_text)
+    if not table.num_rows:
+        return None
+    batch = mapping.from_columns(table)
+    modstamps = table.column("SystemModstamp").combine_chunks()
+    stamps = timestamps(pc.if_else(pc.equal(modstamps, ""), pa.scalar(None, pa.string()), modstamps))
+    deleted_flags = pc.equal(pc.utf8_lower(table.column("IsDeleted").combine_chunks()), "true")
+    return pa.RecordBatch.from_arrays([*batch.columns, stamps, deleted_flags], schema=CHANGES_SCHEMA)
 
 
 def _record_call(call: Callable[[], T]) -> tuple[T | None, str | None]:

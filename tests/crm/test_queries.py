@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pyarrow as pa
 import pytest
 from simple_salesforce import format_soql
 from simple_salesforce.exceptions import SalesforceMalformedRequest
 
 from resources.crm.mapping import CONTACT_SCHEMA
-from tests.crm.conftest import SEEDED, resource_for
+from tests.crm.conftest import SEEDED, raw_client, resource_for
 
 
 def test_query_all_iter_pages_every_contact_once_in_order(standin, client):
@@ -52,6 +54,20 @@ def test_bulk_results_name_relationship_columns_as_salesforce_does(client):
     pages = list(client.bulk2.Contact.query("SELECT Id, Account.Name, IsDeleted FROM Contact LIMIT 3", wait=0))
     assert pages[0].splitlines()[:2][0] == '"Id","Account.Name","IsDeleted"'
     assert pages[0].splitlines()[1].endswith(',"Mass General","false"')
+
+
+def test_bulk_results_spell_values_as_salesforce_does(fresh_standin):
+    """Every value quoted (quotes doubled, line breaks kept inside), date-times in UTC with milliseconds and Z,
+    booleans true/false, an empty field for null; the header too; pages cut at maxRecords."""
+    contact_id = fresh_standin.store.create({"LastName": 'O"Brien', "Title": "Head\nof cardiology", "Phone": None})
+    fresh_standin.store.contacts[contact_id]["CreatedDate"] = datetime(2026, 3, 1, 14, 5, 9, 250000, tzinfo=UTC)
+    client = raw_client(fresh_standin)
+    soql = format_soql("SELECT Id, LastName, Title, Phone, IsDeleted, CreatedDate FROM Contact WHERE Id = {}", contact_id)
+    pages = list(client.bulk2.Contact.query(soql, wait=0))
+    assert pages == ['"Id","LastName","Title","Phone","IsDeleted","CreatedDate"\n'
+                     f'"{contact_id}","O""Brien","Head\nof cardiology","","false","2026-03-01T14:05:09.250Z"\n']
+    sizes = [len(page.splitlines()) - 1 for page in client.bulk2.Contact.query("SELECT Id FROM Contact", max_records=20, wait=0)]
+    assert sizes == [20, 20, 11]
 
 
 def ids(client, soql: str) -> list[str]:
