@@ -74,7 +74,8 @@ SELECT NULL AS decision, status, kol_id, kol_primary, crm_id, external_id, email
        array_to_string(list_transform(from_json(differences_not_written, {_DIFF_TYPE}),
            lambda d: d.field || ': "' || coalesce(d.kol_value, '') || '" ≠ "' || coalesce(d.crm_value, '') || '"'), '; ')
            AS differences_not_written
-FROM {RESULT_TABLE} WHERE org = __ORG__ ORDER BY status, kol_id NULLS LAST, crm_id"""
+FROM {RESULT_TABLE} WHERE org = __ORG__
+ORDER BY list_position({list(PROBLEMS_FIRST)!r}, status), kol_id NULLS LAST, crm_id"""
 CSV_COLUMNS = (*CSV_COLUMNS, "differences_not_written")
 PLAN_COLUMNS = ("decision", "plan_key", "action", "kol_id", "crm_id", "field", "old_value", "new_value", "kol_name",
                 "institution")
@@ -94,7 +95,9 @@ def run_stamp(run: dict[str, Any]) -> str:
 
 def write_csv(conn: duckdb.DuckDBPyConnection, path: Path, org: str = DEFAULT_ORG) -> int:
     """Every row of the organization's latest result, streamed in batches, with an empty `decision` column an
-    admin fills in (confirm / reject on probable matches); returns the row count."""
+    admin fills in (confirm / reject on probable matches); returns the row count. Its rows come in the page's
+    order of statuses, what needs a person first and the matched rows last: a spreadsheet that stops at
+    1,048,576 rows drops only matched ones."""
     return spreadsheet_csv.write(conn, CSV_SELECT.replace("__ORG__", sql_literal(org)), CSV_COLUMNS, path)
 
 

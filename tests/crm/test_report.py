@@ -12,7 +12,7 @@ import pytest
 
 from crm.reconcile import DEFAULT_RULES, reconcile
 from crm.writeback import plan_writeback, store_plan
-from crm.report import markdown_summary, write_reports
+from crm.report import PROBLEMS_FIRST, markdown_summary, write_reports
 from crm.tables import RESULT_TABLE, STATUSES
 from tests.crm import browser
 from tests.crm.support import load, planted
@@ -48,6 +48,9 @@ def test_csv_is_excel_friendly_and_complete(reported):
         rows = list(csv.DictReader(handle))
     assert len(rows) == sum(counts.values())
     assert {s: sum(r["status"] == s for r in rows) for s in STATUSES} == counts
+    # what needs a person first, the matched rows last (a spreadsheet cuts a long file's tail)
+    order = [r["status"] for r in rows]
+    assert order == sorted(order, key=PROBLEMS_FIRST.index) and order[0] == "probable_match" and order[-1] == "matched"
     conflict = next(r for r in rows if r["status"] == "conflict" and r["differences"].startswith("title"))
     assert re.fullmatch(r'title: "[^"]+" ≠ "Head of [^"]+"', conflict["differences"])
     by_duckdb = dict(conn.execute(f"SELECT status, count(*) FROM read_csv('{csv_path}', header = true, all_varchar = true) "

@@ -32,6 +32,18 @@ def test_expired_session_mid_stream_is_renewed_between_pages(tmp_path):
         standin.stop()
 
 
+def test_a_bulk_export_that_loses_its_session_mid_way_fails_with_one_line_after_the_whole_pages(fresh_standin):
+    """A Bulk 2.0 job's pages cannot be resumed under a new session: the extract stops with a CrmError, raised
+    where the pages are read, after whole pages only (the next page is downloaded ahead of the caller)."""
+    batches = resource_for(fresh_standin, bulk_threshold=1).iter_contacts(batch_size=10)  # 50 contacts: 5 pages
+    rows = next(batches).num_rows
+    fresh_standin.expire_sessions()
+    with pytest.raises(CrmError, match="^Salesforce session expired while the call could not be repeated"):
+        for batch in batches:
+            rows += batch.num_rows
+    assert rows in (10, 20)  # the first page, and the one read ahead before the session ended
+
+
 def test_expired_bare_session_id_fails_with_one_line(fresh_standin):
     session = requests.Session()
     session.trust_env = False
