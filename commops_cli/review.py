@@ -18,6 +18,7 @@ def review(host: str, port: int, data_dir: str | None) -> None:
     from crm.review_page.app import create_app
     from crm.review_page.server import ReviewStartError, check_sign_in, configured_crm, login_url, page_config
     from crm.review_page.settings import ReviewSettingsError, load_review_settings
+    from http_serving.proxies import proxy_options
     from http_serving.server import serve
     from http_serving.sockets import BindError, bind
 
@@ -42,5 +43,5 @@ def review(host: str, port: int, data_dir: str | None) -> None:
         click.echo("Open this URL in your browser: its token is this launch's, for you alone. Ctrl-C stops the page.")
     if problem:
         click.echo(f"Read-only: {problem}", err=True)
-    serve(create_app(config), sock)
+    serve(create_app(config), sock, **proxy_options(settings.forwarded_allow_ips))
 

@@ -52,7 +52,7 @@ class PageConfig:
     hosts: set[str]
     crm: Any  # the CRM resource, or None where none is configured (then `crm_problem` says what to set)
     crm_problem: str | None = None
-    secure_cookie: bool = False  # served over HTTPS (by a proxy in front): the cookie says Secure
+    secure_cookie: bool = False  # every cookie says Secure (else those of requests that came over HTTPS)
 
 
 Handler = Callable[[Request, Session], Awaitable[Response]]
@@ -72,9 +72,11 @@ def create_app(config: PageConfig) -> Starlette:
             signs_in=access.signs_in, crm_problem=config.crm_problem, **values)
         return HTMLResponse(body, status_code=status)
 
-    def set_cookie(response: Response, session: Session) -> Response:
+    def set_cookie(request: Request, response: Response, session: Session) -> Response:
+        # https: behind a proxy named in COMMOPS_REVIEW_FORWARDED_ALLOW_IPS, as its X-Forwarded-Proto says
         response.set_cookie(COOKIE, session.id, httponly=True, samesite="strict", path="/",
-                            secure=config.secure_cookie, max_age=int(access.sessions.lifetime))
+                            secure=config.secure_cookie or request.url.scheme == "https",
+                            max_age=int(access.sessions.lifetime))
         return response
 
     def refused(request: Request, session: Session | None, message: str, status: int) -> Response:
@@ -142,11 +144,11 @@ def create_app(config: PageConfig) -> Starlette:
             if session is None:
                 return render(request, "message.html.j2", None, status=401, title="Wrong or missing token",
                               message="Open the URL `commops review` printed when it started (with this launch's token).")
-            return set_cookie(RedirectResponse("/", status_code=303), session)
+            return set_cookie(request, RedirectResponse("/", status_code=303), session)
         session = access.sessions.get(request.cookies.get(COOKIE))
         if request.method == "GET":
             session = session or access.sessions.open(None)
-            return set_cookie(render(request, "login.html.j2", session), session)
+            return set_cookie(request, render(request, "login.html.j2", session), session)
         form = await request.form()
         if session is None or not same(_text(form, "csrf"), session.csrf):
             return refused(request, None, "Forged or expired form: open the sign-in page again.", 403)
@@ -164,7 +166,7 @@ def create_app(config: PageConfig) -> Starlette:
             return render(request, "login.html.j2", session, status=401)
         access.throttle.succeeded(address, name)
         access.sessions.close(session.id)  # a new id on sign-in: a planted session id is worth nothing
-        return set_cookie(RedirectResponse("/", status_code=303), user)
+        return set_cookie(request, RedirectResponse("/", status_code=303), user)
 
     async def logout(request: Request, session: Session) -> Response:
         access.sessions.close(session.id)

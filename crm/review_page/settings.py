@@ -6,6 +6,8 @@
   `name=password` separated by commas. With either set, users sign in, and their decisions are audited
   under their name. Bound beyond loopback, one of them is required.
 - COMMOPS_REVIEW_HOSTS: further names the browser may reach the page by (the Host header), comma-separated.
+- COMMOPS_REVIEW_FORWARDED_ALLOW_IPS: the reverse proxies in front (IPs or networks, comma-separated), whose
+  X-Forwarded-For names the client: the address sign-in failures are counted for. Unset, nobody's is believed.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import getpass
 import ipaddress
 import re
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from http_serving.proxies import trusted_proxies
 
 _USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -32,6 +36,13 @@ class ReviewSettings(BaseSettings):
     users: SecretStr | None = Field(None, description="`name=password,name=password`")
     hosts: str = Field("", description="further Host names the page answers to, comma-separated")
     session_hours: float = Field(12.0, gt=0, description="a signed-in session lasts this long")
+    forwarded_allow_ips: str = Field("", description="IPs or networks of the proxies in front, comma-separated")
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _known_proxies(cls, value: str) -> str:
+        trusted_proxies(value)
+        return value
 
     def accounts(self) -> dict[str, str]:
         """{user name: password} of everyone who may sign in ({} : the loopback's one local admin)."""
@@ -57,7 +68,8 @@ def load_review_settings() -> ReviewSettings:
         return ReviewSettings()
     except ValidationError as error:
         problem = error.errors()[0]
-        raise ReviewSettingsError(f"COMMOPS_REVIEW_{str(problem['loc'][0]).upper()}: {problem['msg']}") from None
+        message = problem["msg"].removeprefix("Value error, ")
+        raise ReviewSettingsError(f"COMMOPS_REVIEW_{str(problem['loc'][0]).upper()}: {message}") from None
 
 
 def is_loopback(host: str) -> bool:

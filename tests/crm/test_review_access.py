@@ -15,6 +15,8 @@ import pytest
 from crm.review_page.access import COOKIE, CSP, SIGN_IN_LIMIT, SIGN_IN_WINDOW
 from crm.review_page.server import ReviewServer, page_config
 from crm.review_page.settings import ReviewSettings, local_user
+from http_serving.sockets import free_port
+from tests.processes import wait_for_url
 
 
 def serve(tmp_path, **settings) -> ReviewServer:
@@ -111,6 +113,49 @@ def test_password_guessing_is_refused_unchecked_past_the_limit_from_that_address
         assert "maria" in other.get("/").text
         for _ in range(SIGN_IN_LIMIT - 1):  # counted afresh: without the success, the second would be refused
             assert attempt(other, "maria", "wrong").status_code == 401
+
+
+def test_behind_a_named_proxy_sign_in_failures_count_for_the_client_it_forwards_and_no_one_else_can_name_one(tmp_path):
+    """`commops review` with COMMOPS_REVIEW_FORWARDED_ALLOW_IPS: a guesser behind the proxy locks out their own
+    address, not every user of the proxy; a peer that is not the proxy cannot pick the address it is counted as.
+    A value that is not an address fails in one line."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("COMMOPS_REVIEW_")},
+           "COMMOPS_REVIEW_PASSWORD": "s3cret-admin", "COMMOPS_REVIEW_USERS": "maria=pw-of-maria"}
+    command = [sys.executable, "-m", "commops_cli", "review", "--data-dir", str(tmp_path / "data")]
+    bad = subprocess.run([*command, "--port", "0"], env={**env, "COMMOPS_REVIEW_FORWARDED_ALLOW_IPS": "proxy.internal"},
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and bad.stderr == ("commops review failed: COMMOPS_REVIEW_FORWARDED_ALLOW_IPS: "
+                                                  "'proxy.internal' is not an IP address or network (e.g. 10.0.0.5,10.1.0.0/16)\n")
+
+    def attempt(client: httpx.Client, client_address: str, user: str, password: str) -> int:
+        forwarded = {"X-Forwarded-For": client_address}
+        form = client.get("/login", headers=forwarded)
+        return client.post("/login", headers=forwarded,
+                           data={"csrf": csrf_of(form.text), "user": user, "password": password}).status_code
+
+    port = free_port()
+    log = tmp_path / "review.log"
+    with log.open("w") as out:  # the proxy is this machine's 127.0.0.1; 127.0.0.2 is a peer that is not it
+        process = subprocess.Popen([*command, "--port", str(port)], env={**env, "COMMOPS_REVIEW_FORWARDED_ALLOW_IPS": "127.0.0.1"},
+                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for_url(process, url + "/static/review.css", 60, log, interval=0.1)
+        with httpx.Client(base_url=url) as proxy:
+            for n in range(SIGN_IN_LIMIT):
+                assert attempt(proxy, "203.0.113.7", "admin", f"guess-{n}") == 401
+            assert attempt(proxy, "203.0.113.7", "maria", "pw-of-maria") == 429  # the guesser's address
+            assert attempt(proxy, "198.51.100.2", "maria", "pw-of-maria") == 303  # another user behind the proxy
+            served_over_https = proxy.get("/login", headers={"X-Forwarded-For": "198.51.100.3", "X-Forwarded-Proto": "https"})
+            assert "; secure" in served_over_https.headers["set-cookie"].lower()  # never sent back over plain HTTP
+            assert "; secure" not in proxy.get("/login").headers["set-cookie"].lower()
+        with httpx.Client(base_url=url, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as peer:
+            for n in range(SIGN_IN_LIMIT):  # each time another address it claims: all counted as 127.0.0.2
+                assert attempt(peer, f"192.0.2.{n}", f"nobody{n}", "wrong") == 401
+            assert attempt(peer, "192.0.2.200", "maria", "pw-of-maria") == 429
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def test_commops_review_refuses_to_serve_beyond_loopback_without_a_password(tmp_path):
