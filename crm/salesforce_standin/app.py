@@ -19,7 +19,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from email.utils import format_datetime as http_date
 
 import pyarrow as pa
