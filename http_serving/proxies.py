@@ -5,7 +5,9 @@ default trusts 127.0.0.1, and any local process could then pick the client addre
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 
 def trusted_proxies(value: str) -> list[str]:
@@ -26,3 +28,12 @@ def proxy_options(value: str) -> dict[str, Any]:
     """uvicorn.Config's options honouring proxy headers from the peers `value` names (none when empty)."""
     trusted = trusted_proxies(value)
     return {"proxy_headers": bool(trusted), "forwarded_allow_ips": trusted or None}
+
+
+def _checked(value: str) -> str:
+    trusted_proxies(value)
+    return value
+
+
+TrustedProxies = Annotated[str, AfterValidator(_checked)]
+"""A settings field naming the trusted proxies (the `*_FORWARDED_ALLOW_IPS` variables), checked when read."""

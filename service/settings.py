@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from http_serving.proxies import trusted_proxies
+from http_serving.proxies import TrustedProxies
 
 # Active (non-archived) KOLs an organization may hold; None means unlimited.
 DEFAULT_KOL_LIMITS: dict[str, int | None] = {
@@ -29,7 +29,7 @@ class ServiceSettings(BaseSettings):
 
     # Peers whose X-Forwarded-For / X-Forwarded-Proto are believed: comma-separated IPs or networks of
     # the reverse proxies in front; empty: none, so a client is counted by the address it connects from.
-    forwarded_allow_ips: str = ""
+    forwarded_allow_ips: TrustedProxies = ""
 
     # Storage
     db: Path = Field(default_factory=default_db_path)  # COMMOPS_SERVICE_DB overrides it
@@ -82,12 +82,6 @@ class ServiceSettings(BaseSettings):
     webhook_smtp_sender: str = "commops-service@localhost"
     webhook_smtp_timeout_seconds: float = 10.0
     # --- end of webhooks ---
-
-    @field_validator("forwarded_allow_ips")
-    @classmethod
-    def _known_proxies(cls, value: str) -> str:
-        trusted_proxies(value)
-        return value
 
     @property
     def faults_enabled(self) -> bool:

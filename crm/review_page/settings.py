@@ -16,10 +16,10 @@ import getpass
 import ipaddress
 import re
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from http_serving.proxies import trusted_proxies
+from http_serving.proxies import TrustedProxies
 
 _USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -36,13 +36,7 @@ class ReviewSettings(BaseSettings):
     users: SecretStr | None = Field(None, description="`name=password,name=password`")
     hosts: str = Field("", description="further Host names the page answers to, comma-separated")
     session_hours: float = Field(12.0, gt=0, description="a signed-in session lasts this long")
-    forwarded_allow_ips: str = Field("", description="IPs or networks of the proxies in front, comma-separated")
-
-    @field_validator("forwarded_allow_ips")
-    @classmethod
-    def _known_proxies(cls, value: str) -> str:
-        trusted_proxies(value)
-        return value
+    forwarded_allow_ips: TrustedProxies = Field("", description="IPs or networks of the proxies in front, comma-separated")
 
     def accounts(self) -> dict[str, str]:
         """{user name: password} of everyone who may sign in ({} : the loopback's one local admin)."""

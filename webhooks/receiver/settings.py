@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from http_serving.proxies import trusted_proxies
+from http_serving.proxies import TrustedProxies
 from resources.inbox import describe_location, inbox_location, inbox_path
 from webhooks.signatures import Secret, parse_secrets
 
@@ -34,13 +34,7 @@ class ReceiverSettings(BaseSettings):
     # Bytes of bodies read but not verified yet, all requests together; past it 503 with Retry-After.
     webhook_unverified_bytes: int | None = Field(None, gt=0, description="default: twice the body cap")
     inbox_url: SecretStr | None = Field(None, description="postgresql://... (its password is never shown)")
-    forwarded_allow_ips: str = Field("", description="IPs or networks of the proxies in front, comma-separated")
-
-    @field_validator("forwarded_allow_ips")
-    @classmethod
-    def _known_proxies(cls, value: str) -> str:
-        trusted_proxies(value)
-        return value
+    forwarded_allow_ips: TrustedProxies = Field("", description="IPs or networks of the proxies in front, comma-separated")
 
     @field_validator("webhook_unverified_bytes")
     @classmethod
