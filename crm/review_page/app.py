@@ -52,7 +52,6 @@ class PageConfig:
     hosts: set[str]
     crm: Any  # the CRM resource, or None where none is configured (then `crm_problem` says what to set)
     crm_problem: str | None = None
-    secure_cookie: bool = False  # every cookie says Secure (else those of requests that came over HTTPS)
 
 
 Handler = Callable[[Request, Session], Awaitable[Response]]
@@ -73,10 +72,9 @@ def create_app(config: PageConfig) -> Starlette:
         return HTMLResponse(body, status_code=status)
 
     def set_cookie(request: Request, response: Response, session: Session) -> Response:
-        # https: behind a proxy named in COMMOPS_REVIEW_FORWARDED_ALLOW_IPS, as its X-Forwarded-Proto says
+        # Secure over HTTPS: behind a proxy named in COMMOPS_REVIEW_FORWARDED_ALLOW_IPS, as its X-Forwarded-Proto says
         response.set_cookie(COOKIE, session.id, httponly=True, samesite="strict", path="/",
-                            secure=config.secure_cookie or request.url.scheme == "https",
-                            max_age=int(access.sessions.lifetime))
+                            secure=request.url.scheme == "https", max_age=int(access.sessions.lifetime))
         return response
 
     def refused(request: Request, session: Session | None, message: str, status: int) -> Response:
