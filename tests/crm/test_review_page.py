@@ -49,12 +49,24 @@ class Review:
     def leaving_page(self) -> Iterator[None]:
         """Wait, after the block, until the browser has left the page and loaded the next: chromium-driver's click
         (and a script's form.submit()) can return before a slow post's navigation has begun."""
-        from selenium.webdriver.support import expected_conditions
+        from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
         from selenium.webdriver.support.ui import WebDriverWait
 
         page = self.css("html")
+
+        def left(_browser) -> bool:
+            try:
+                page.is_enabled()
+            except StaleElementReferenceException:
+                return True
+            except WebDriverException as error:  # chromium-driver's word for the same, mid-navigation
+                if "does not belong to the document" in str(error):
+                    return True
+                raise
+            return False
+
         yield
-        WebDriverWait(self.browser, 60).until(expected_conditions.staleness_of(page))
+        WebDriverWait(self.browser, 60).until(left)
         WebDriverWait(self.browser, 60).until(
             lambda browser: browser.execute_script("return document.readyState") == "complete")
 
