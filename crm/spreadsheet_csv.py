@@ -53,7 +53,7 @@ def write(conn: duckdb.DuckDBPyConnection, query: str, header: Sequence[str], pa
         out.write(("\ufeff" + title.getvalue()).encode("utf-8"))
         for batch in cursor.sql(query).to_arrow_reader(BATCH_ROWS):
             if batch.num_rows:
-                out.write(_values(lines(batch)))
+                out.write(values(lines(batch)))
             count += batch.num_rows
     return count
 
@@ -66,7 +66,7 @@ def lines(batch: pa.RecordBatch) -> pa.StringArray:
     return pc.binary_join_element_wise(joined, "\r\n", "")
 
 
-def _values(strings: pa.StringArray) -> memoryview:
+def values(strings: pa.StringArray) -> memoryview:
     """The UTF-8 bytes of `strings`' values end to end, without a copy."""
     offsets = memoryview(strings.buffers()[1]).cast("q" if pa.types.is_large_string(strings.type) else "i")
     return memoryview(strings.buffers()[2])[offsets[strings.offset]:offsets[strings.offset + len(strings)]]
@@ -114,7 +114,7 @@ def _may_need_quotes(text: pa.StringArray) -> bool:
     """Whether a cell of `text` may hold a comma, a quote, CR or LF: all its bytes searched at once."""
     if text.buffers()[2] is None:
         return False
-    raw = _values(text).tobytes()
+    raw = values(text).tobytes()
     return any(char in raw for char in _QUOTED)
 
 

@@ -22,7 +22,7 @@ def read_parquet(path: str | Path) -> str:
 def cursor(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """A cursor of `conn` (its own result, the same database instance) on `conn`'s current database: a cursor
     starts on the connection's default one, and a warehouse session's is the attached file (resources/warehouse.py)."""
-    database = conn.execute("SELECT current_database()").fetchone()[0]
+    database = conn.execute("SELECT current_database()").fetchall()[0][0]
     own = conn.cursor()
     own.execute(f'USE "{database}"')
     return own

@@ -234,6 +234,24 @@ def test_each_organization_is_reconciled_against_the_shared_crm_without_the_othe
     assert sorted(conn.execute(f"SELECT org FROM {RUNS_TABLE}").fetchall()) == [("default",), ("emea",)]
 
 
+def test_the_contacts_an_organization_is_reconciled_against_leave_out_those_another_organization_owns():
+    from crm.reconcile import org_contacts
+
+    conn = duckdb.connect()
+    conn.execute("""CREATE TABLE kols AS SELECT * FROM (VALUES
+        ('default', 'K1', 'Ann@Here.org', false), ('default', 'K2', 'shared@both.org', false),
+        ('emea', 'E1', ' eve@there.org', false), ('emea', 'E2', 'SHARED@both.org', false),
+        ('emea', 'E3', 'gone@there.org', true), ('emea', 'E4', NULL, false)) k(org, id, email, is_archived)""")
+    conn.execute("""CREATE TABLE crm_contacts AS SELECT 'default' AS org, * FROM (VALUES
+        ('c-ann', 'ann@here.org', NULL), ('c-eve', 'Eve@There.org ', NULL), ('c-shared', 'shared@both.org', NULL),
+        ('c-archived', 'gone@there.org', NULL), ('c-linked-e1', 'eve@there.org', 'E1'),
+        ('c-linked-k1', 'eve@there.org', 'K1'), ('c-orphan', 'nobody@x.org', 'K9'), ('c-no-email', NULL, NULL))
+        c(crm_id, email, external_id)""")
+    kept = {row[0] for row in conn.execute(f"SELECT crm_id FROM {org_contacts('default')}").fetchall()}
+    # another organization's: linked to its KOL, or without a link and with the email only its KOLs have
+    assert kept == {"c-ann", "c-shared", "c-archived", "c-linked-k1", "c-orphan", "c-no-email"}
+
+
 def test_duplicate_set_ids_stay_the_same_the_next_night_when_members_change_or_a_contact_joins():
     kols, contacts, _ = planted()
     conn = duckdb.connect()
