@@ -15,6 +15,7 @@ today's; otherwise every line is made, as without an index. Either way the bytes
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import inspect
 import io
@@ -209,9 +210,15 @@ def _header(columns: Sequence[str]) -> bytes:
 
 
 def _copy(source: int, target: int, offset: int, count: int) -> None:
-    """`count` bytes of `source` from `offset` appended at `target`'s position, by the kernel."""
+    """`count` bytes of `source` from `offset` appended at `target`'s position, by the kernel where the file system
+    lets it copy between files, else read and written."""
     while count:
-        done = os.copy_file_range(source, target, count, offset)
+        try:
+            done = os.copy_file_range(source, target, count, offset)
+        except OSError as error:
+            if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            done = os.write(target, os.pread(source, min(count, 1 << 20), offset))
         if done == 0:
             raise OSError(f"the previous CSV ended before byte {offset + count}")
         offset, count = offset + done, count - done

@@ -4,6 +4,7 @@ is never spliced from."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 import duckdb
@@ -74,3 +75,16 @@ def test_a_previous_file_not_as_written_or_an_index_of_other_code_is_not_spliced
     written = night(conn, tmp_path, "night-2", name)
     assert written.copied == 0
     assert (tmp_path / name).read_bytes() == whole(conn, tmp_path / "whole-2.csv")
+
+
+def test_on_a_file_system_that_cannot_copy_between_files_the_lines_are_read_and_written(first_night, monkeypatch):
+    conn, tmp_path = first_night
+
+    def refused(*args):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(spliced_csv.os, "copy_file_range", refused)
+    change_a_night(conn)
+    written = night(conn, tmp_path, "night-2", "night-2.csv")
+    assert written.copied > written.rows * 0.8
+    assert (tmp_path / "night-2.csv").read_bytes() == whole(conn, tmp_path / "whole-2.csv")
