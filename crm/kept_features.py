@@ -94,9 +94,10 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
         unchanged = "ON f.id = n.id AND f.fingerprint = n.fingerprint"
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_gone AS SELECT f.id FROM {FEATURES} f "
                      f"ANTI JOIN _kf_now n {unchanged}")
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_changed AS SELECT n.id FROM _kf_now n ANTI JOIN {FEATURES} f "
+                     f"{unchanged}")
         fresh = "_kf_fresh"
-        source = (f"(SELECT * FROM {contacts} WHERE crm_id IN "
-                  f"(SELECT n.id FROM _kf_now n ANTI JOIN {FEATURES} f {unchanged}))")
+        source = f"(SELECT * FROM {contacts} WHERE crm_id IN (SELECT id FROM _kf_changed))"
     features.build(conn, fresh, probable.CONTACT_SOURCE.format(contacts=source))
     computed = conn.execute(f"SELECT count(*) FROM {fresh}").fetchone()[0]
     columns = [row[0] for row in conn.execute(f"DESCRIBE {fresh}").fetchall()]
@@ -109,7 +110,7 @@ CREATE OR REPLACE TEMP TABLE {table} AS
 WITH ids AS (SELECT id, (row_number() OVER (ORDER BY id))::INTEGER AS rid FROM {FEATURES})
 SELECT {ordered} FROM {FEATURES} f JOIN ids USING (id)""")
     probable.keys(conn, table, kinds=probable.DUPLICATE_KINDS)
-    for temp in ("_kf_now", "_kf_gone", "_kf_fresh"):
+    for temp in ("_kf_now", "_kf_gone", "_kf_changed", "_kf_fresh"):
         conn.execute(f"DROP TABLE IF EXISTS {temp}")
     return computed
 
