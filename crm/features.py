@@ -29,6 +29,8 @@ import pyarrow as pa
 from anyascii import anyascii
 from nameparser.config.particles import PARTICLES
 
+from resources.sql import has_table
+
 # Tokens that are not part of a person's name: titles, degrees, suffixes.
 NOT_NAMES = ("dr", "prof", "professor", "mr", "mrs", "ms", "md", "phd", "jr", "sr", "ii", "iii", "iv", "dipl", "med",
              "pd", "priv", "doz", "frau", "herr", "sir", "dame", "mme", "mlle", "m", "sig", "dott", "dssa", "ing")
@@ -192,7 +194,7 @@ WITH firsts AS (SELECT DISTINCT fn FROM {table}_base WHERE fn IS NOT NULL)
 SELECT f.fn, list_distinct(list_prepend(f.fn, list(n.canon) FILTER (WHERE n.canon IS NOT NULL))) AS fc
 FROM firsts f LEFT JOIN pm_nicknames n ON n.name = f.fn GROUP BY f.fn""")
     # Metaphone codes, once per distinct token (names repeat: far fewer tokens than records).
-    if not _has(conn, "pm_phonetic"):
+    if not has_table(conn, "temp", "pm_phonetic"):
         conn.execute("CREATE TEMP TABLE pm_phonetic (token VARCHAR, code VARCHAR)")
     tokens = [row[0] for row in conn.execute(f"""
 SELECT DISTINCT t FROM (SELECT unnest(lt) AS t FROM {table}_base UNION ALL SELECT unnest(fc) FROM {table}_fc)
@@ -218,6 +220,3 @@ FROM {table}_base f JOIN ids USING (id) LEFT JOIN {table}_fc fc USING (fn) LEFT 
     conn.execute(f"DROP TABLE {table}_fc")
     conn.execute(f"DROP TABLE {table}_base")
 
-
-def _has(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return bool(conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0])

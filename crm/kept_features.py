@@ -30,7 +30,7 @@ import duckdb
 
 from crm import features, probable
 from file_modes import private_dir
-from resources.sql import sql_literal, transaction
+from resources.sql import has_table, sql_literal, transaction
 
 KEPT_DIR = "crm-kept"
 ALIAS = "crm_kept"
@@ -85,7 +85,7 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
     with the kept features of the unchanged contacts and fresh ones for the rest; the kept rows updated.
     Returns the number of contacts computed afresh."""
     _discard_if_stale(conn)
-    kept = _has(conn, "contact_features")
+    kept = has_table(conn, ALIAS, "contact_features")
     fields = ", ".join(SOURCE_FIELDS)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_now AS SELECT crm_id AS id, hash({fields}) AS fingerprint "
                  f"FROM {contacts}")
@@ -131,13 +131,9 @@ def _keep(conn: duckdb.DuckDBPyConnection, fresh: str, columns: list[str], repla
 def _discard_if_stale(conn: duckdb.DuckDBPyConnection) -> None:
     """Drop the kept rows when the code or a library that computed them is not today's."""
     current = stamp()
-    if _has(conn, "stamp") and conn.execute(f"SELECT any_value(value) FROM {STAMP}").fetchone()[0] == current:
+    if has_table(conn, ALIAS, "stamp") and conn.execute(f"SELECT any_value(value) FROM {STAMP}").fetchone()[0] == current:
         return
     for table in (FEATURES, STAMP):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.execute(f"CREATE TABLE {STAMP} AS SELECT {sql_literal(current)} AS value")
 
-
-def _has(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return bool(conn.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = ?",
-                             [ALIAS, table]).fetchone()[0])

@@ -252,8 +252,8 @@ def write_reports(
     csv_path, html_path = directory / f"reconciliation-{stamp}.csv", directory / f"reconciliation-{stamp}.html"
     merge_path = directory / f"reconciliation-{stamp}-merge.csv"
     plan_path = directory / f"reconciliation-{stamp}-plan.csv"
-    # The CSV of every row (most of the work: DuckDB's sort, Arrow's kernels, the file) is written on a cursor of its
-    # own beside the rest, which is mostly Python's (the page).
+    # The CSV of every row (DuckDB's sort, Arrow's kernels and the file; a later night copies its unchanged lines) is
+    # written on a cursor of its own beside the rest, which is mostly Python's (the page).
     with sql.cursor(conn) as own, ThreadPoolExecutor(max_workers=1) as beside:
         every_row = beside.submit(write_csv, own, csv_path, org, kept)
         write_plan_csv(conn, plan_path, org)

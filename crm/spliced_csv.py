@@ -14,11 +14,9 @@ today's; otherwise every line is made, as without an index. Either way the bytes
 
 from __future__ import annotations
 
-import csv
 import errno
 import hashlib
 import inspect
-import io
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,7 +30,7 @@ import pyarrow.compute as pc
 
 from crm import spreadsheet_csv
 from resources import sql
-from resources.sql import transaction
+from resources.sql import has_table, transaction
 
 LINES_TABLE = "report_csv_lines"
 FILE_TABLE = "report_csv_file"
@@ -50,6 +48,10 @@ class Rows:
     row_hash: str
     id_hash: str
     header: Sequence[str]
+
+    def hashed(self) -> str:
+        """A WITH clause naming `r` the rows of `source` with their hashes, `_h` and `_i`."""
+        return f"WITH r AS (SELECT *, {self.row_hash} AS _h, {self.id_hash} AS _i FROM {self.source})"
 
     def stamp(self) -> str:
         """What spelled the lines: this query, the line-making code, and the libraries' versions."""
@@ -69,7 +71,7 @@ def write(conn: duckdb.DuckDBPyConnection, rows: Rows, path: Path, kept: str | N
     """`rows` as a spreadsheet CSV at `path` (spreadsheet_csv's form), spliced from the file the index in the kept
     database `kept` names when it is there as written; the index then names this file. Without `kept`, every line
     is made and no index kept."""
-    header = _header(rows.header)
+    header = spreadsheet_csv.header_line(rows.header)
     previous = _previous(conn, kept, rows, path) if kept else None
     hashes: list[np.ndarray] = []  # (rows, 2): each line's row hash and id hash
     lengths: list[np.ndarray] = []
@@ -77,8 +79,7 @@ def write(conn: duckdb.DuckDBPyConnection, rows: Rows, path: Path, kept: str | N
     with sql.cursor(conn) as cursor, path.open("wb", buffering=0) as out:
         _write_all(out, header)
         if previous is None:
-            for batch in cursor.sql(f"WITH r AS (SELECT *, {rows.row_hash} AS _h, {rows.id_hash} AS _i FROM {rows.source}) "
-                                    f"SELECT _h, _i, {rows.select} FROM r ORDER BY {rows.order}"
+            for batch in cursor.sql(f"{rows.hashed()} SELECT _h, _i, {rows.select} FROM r ORDER BY {rows.order}"
                                     ).to_arrow_reader(spreadsheet_csv.BATCH_ROWS):
                 hashes.append(_hashes(batch))
                 lengths.append(_write_lines(out, batch.select(range(2, batch.num_columns))))
@@ -97,7 +98,7 @@ def _splice(conn: duckdb.DuckDBPyConnection, cursor: duckdb.DuckDBPyConnection, 
             source: int) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
     """Every line in order: runs of lines the old file holds in a row copied from it, the others made; yields each
     batch's hashes, line lengths and the number copied."""
-    keyed = f"WITH r AS (SELECT *, {rows.row_hash} AS _h, {rows.id_hash} AS _i FROM {rows.source}) "
+    keyed = rows.hashed() + " "
     known = f"{kept}.{LINES_TABLE} o ON o.h = r._h AND o.i = r._i"
     own = sql.cursor(conn)
     try:
@@ -168,7 +169,7 @@ def _lengths(lines: pa.Array) -> np.ndarray:
 def _previous(conn: duckdb.DuckDBPyConnection, kept: str, rows: Rows, target: Path) -> Path | None:
     """The file the index names, beside `target`, when it is there as it was written, by today's code (and is not
     `target`, which is about to be written over)."""
-    if not _has(conn, kept, FILE_TABLE) or not _has(conn, kept, LINES_TABLE):
+    if not has_table(conn, kept, FILE_TABLE) or not has_table(conn, kept, LINES_TABLE):
         return None
     name, size, mtime_ns, stamp = conn.execute(f"SELECT name, size, mtime_ns, stamp FROM {kept}.{FILE_TABLE}").fetchall()[0]
     path = target.with_name(name)
@@ -203,12 +204,6 @@ def _record(conn: duckdb.DuckDBPyConnection, kept: str, rows: Rows, path: Path, 
         own.close()
 
 
-def _header(columns: Sequence[str]) -> bytes:
-    title = io.StringIO()
-    csv.writer(title, lineterminator="\r\n").writerow(columns)
-    return ("\ufeff" + title.getvalue()).encode("utf-8")
-
-
 def _copy(source: int, target: int, offset: int, count: int) -> None:
     """`count` bytes of `source` from `offset` appended at `target`'s position, by the kernel where the file system
     lets it copy between files, else read and written."""
@@ -229,7 +224,3 @@ def _write_all(out, data) -> None:
     while view:
         view = view[out.write(view):]
 
-
-def _has(conn: duckdb.DuckDBPyConnection, database: str, table: str) -> bool:
-    return bool(conn.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = ?",
-                             [database, table]).fetchall()[0][0])

@@ -48,14 +48,19 @@ def write(conn: duckdb.DuckDBPyConnection, query: str, header: Sequence[str], pa
     batches on a cursor of `conn`'s current database. Returns the row count."""
     count = 0
     with sql.cursor(conn) as cursor, path.open("wb") as out:
-        title = io.StringIO()
-        csv.writer(title, lineterminator="\r\n").writerow(header)
-        out.write(("\ufeff" + title.getvalue()).encode("utf-8"))
+        out.write(header_line(header))
         for batch in cursor.sql(query).to_arrow_reader(BATCH_ROWS):
             if batch.num_rows:
                 out.write(values(lines(batch)))
             count += batch.num_rows
     return count
+
+
+def header_line(columns: Sequence[str]) -> bytes:
+    """The file's first bytes: the BOM and the header line."""
+    title = io.StringIO()
+    csv.writer(title, lineterminator="\r\n").writerow(columns)
+    return ("\ufeff" + title.getvalue()).encode("utf-8")
 
 
 def lines(batch: pa.RecordBatch) -> pa.StringArray:

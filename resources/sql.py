@@ -28,6 +28,12 @@ def cursor(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     return own
 
 
+def has_table(conn: duckdb.DuckDBPyConnection, database: str, table: str) -> bool:
+    """Whether the attached database `database` holds `table`."""
+    return bool(conn.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = ?",
+                             [database, table]).fetchall()[0][0])
+
+
 @contextmanager
 def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     """One DuckDB transaction around the block: committed at its end, rolled back if it raises."""
