@@ -18,6 +18,8 @@ import pytest
 
 from commops_cli.crm_sandbox import Sandbox, start_sandbox
 from commops_cli.crm_run import ReconcileError, run_reconciliation
+from crm import report
+from crm.kept_features import kept_path
 from resources.crm.salesforce import CLOCK_MARGIN
 from tests.crm.support import crm_env, reconcile_against, rows
 from tests.processes import terminate
@@ -202,6 +204,13 @@ def test_a_second_night_extracts_what_changed_and_ends_as_a_full_extract_would(s
     result = "SELECT * EXCLUDE (run_id, reconciled_at) FROM kol_crm_reconciliation ORDER BY crm_id, kol_id"
     assert rows(data_dir / "analytics.duckdb", result) == rows(full_dir / "analytics.duckdb", result)
     assert incremental.counts == full.counts and incremental.contacts == full.contacts == sandbox.contacts
+    # the night's CSV, copied from the first night's where rows did not change, is the CSV made whole, and the kept
+    # index now names it for the next night
+    reports = data_dir / "reports" / "reconciliation"
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as conn:
+        report.write_csv(conn, tmp_path / "whole.csv")
+    assert (reports / "latest.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
+    assert rows(kept_path(data_dir, "default"), "SELECT name FROM report_csv_file") == [(incremental.report_csv.name,)]
 
 
 def test_a_save_later_in_the_second_an_extract_began_is_read_next_night_and_that_second_is_not_read_again(sandbox, data_dir):
