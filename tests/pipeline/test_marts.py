@@ -19,7 +19,6 @@ import pytest
 
 from commops_cli.marts import run_marts_build
 from resources.digest import DIGEST_COLUMN, content_fields
-from resources.environ import environment_with
 from resources.lake import LakeResource
 from resources.marts import MartsResource
 from resources.warehouse import WarehouseResource
@@ -241,10 +240,11 @@ def test_a_build_whose_error_test_fails_keeps_the_last_good_marts_while_the_raw_
     assert not (synced / ".marts-build.duckdb").exists()
 
 
-@pytest.mark.timeout(600)  # three dbt invocations, each starting dbt: slow on a loaded host
+@pytest.mark.timeout(600)  # two dbt processes and a build: slow on a loaded host
 def test_dbt_unit_tests_of_the_rate_formulas_and_of_kol_history_pass_and_fail_when_an_expectation_is_wrong(
         synced: Path, tmp_path: Path):
     """`dbt test --select test_type:unit` from the project folder (target dev: it reads the published copy)."""
+    from assets.dbt_in_process import run_dbt
     from assets.mart_keys import MARTS_PROJECT_DIR
     from assets.marts import DBT_EXECUTABLE
 
@@ -256,9 +256,11 @@ def test_dbt_unit_tests_of_the_rate_formulas_and_of_kol_history_pass_and_fail_wh
         return subprocess.run([DBT_EXECUTABLE, *args, "--profiles-dir", "."], cwd=project, env=env,
                               capture_output=True, text=True)
 
-    # The relations the unit tests' inputs and outputs are typed from (kol_history's own, for the incremental case).
-    built = dbt("run", "--select", "+campaign_performance", "+kol_history")
-    assert built.returncode == 0, built.stdout[-3000:]
+    # The relations the unit tests' inputs and outputs are typed from (kol_history's own, for the incremental case),
+    # built by dbt in this process: only the tests are run as an analyst runs them.
+    built, lines = run_dbt(["run", "--select", "+campaign_performance", "+kol_history", "--profiles-dir", "."],
+                           {"COMMOPS_DATA_DIR": str(synced), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}, project)
+    assert built.success, "\n".join(lines)[-3000:]
     passed = dbt("test", "--select", "test_type:unit")
     assert passed.returncode == 0, passed.stdout[-3000:]
     assert passed.stdout.count("PASS campaign_performance::") == 1 and passed.stdout.count("PASS kol_history::") == 2
@@ -301,24 +303,22 @@ def _write_night(data_dir: Path, night: date, change: str) -> None:
 
 
 def _build_history(data_dir: Path, build: Path, *flags: str) -> str:
-    """kol_history built into `build` as the pipeline builds it (target pipeline, the warehouse attached); the SQL
-    dbt ran."""
+    """kol_history built into `build` as the pipeline builds it (target pipeline, the warehouse attached, dbt in this
+    process as in the marts step); the SQL dbt ran."""
+    from assets.dbt_in_process import run_dbt
     from assets.mart_keys import MARTS_PROJECT_DIR
-    from assets.marts import DBT_EXECUTABLE
 
     target = data_dir.parent / "dbt-target"
-    environment = {**environment_with(MartsResource(data_dir=str(data_dir)).dbt_environment(
-        WarehouseResource(data_dir=str(data_dir)).path, in_data_dir=False)), "COMMOPS_MARTS_BUILD_PATH": str(build),
+    variables = {**MartsResource(data_dir=str(data_dir)).dbt_environment(
+        WarehouseResource(data_dir=str(data_dir)).path, in_data_dir=False), "COMMOPS_MARTS_BUILD_PATH": str(build),
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-    done = subprocess.run([DBT_EXECUTABLE, "run", "--target", "pipeline", "--select", "stg_kol_snapshots", "kol_history",
-                           *flags, "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR),
-                           "--target-path", str(target), "--log-path", str(target)],
-                          capture_output=True, text=True, env=environment)
-    assert done.returncode == 0, done.stdout[-3000:]
+    result, lines = run_dbt(["run", "--target", "pipeline", "--select", "stg_kol_snapshots", "kol_history", *flags,
+                             "--project-dir", str(MARTS_PROJECT_DIR), "--profiles-dir", str(MARTS_PROJECT_DIR),
+                             "--target-path", str(target), "--log-path", str(target)], variables, data_dir)
+    assert result.success, "\n".join(lines)[-3000:]
     return next(target.glob("compiled/**/kol_history.sql")).read_text()
 
 
-@pytest.mark.timeout(600)  # five dbt invocations, each starting dbt: slow on a loaded host
 def test_kol_history_built_night_by_night_from_the_changed_rows_equals_a_full_rebuild(synced: Path, tmp_path: Path):
     data_dir = tmp_path / "data"
     shutil.copytree(synced, data_dir, ignore=shutil.ignore_patterns(".marts*", "marts*.duckdb"))
