@@ -97,8 +97,9 @@ def _report(wall: float, processor: float, tests: list[dict], top: int) -> None:
         row[2] += test["children"]
         row[3] += 1
     print(f"\n{'processor':>9} {'own':>6} {'started':>7} {'wall':>6} {'tests':>5}  file")
-    for name, (spent, own, children, count) in sorted(files.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))[:top]:
-        print(f"{own + children:9.1f} {own:6.1f} {children:7.1f} {spent:6.1f} {count:5d}  {name}")
+    for name, (file_wall, file_own, file_children, count) in sorted(files.items(),
+                                                                     key=lambda kv: -(kv[1][1] + kv[1][2]))[:top]:
+        print(f"{file_own + file_children:9.1f} {file_own:6.1f} {file_children:7.1f} {file_wall:6.1f} {count:5d}  {name}")
 
 
 if __name__ == "__main__":
