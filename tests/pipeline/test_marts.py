@@ -250,16 +250,16 @@ def test_dbt_unit_tests_of_the_rate_formulas_and_of_kol_history_pass_and_fail_wh
 
     project = tmp_path / "project"
     shutil.copytree(MARTS_PROJECT_DIR, project, ignore=shutil.ignore_patterns("target", "logs"))
-    env = {**os.environ, "COMMOPS_DATA_DIR": str(synced), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    variables = {"COMMOPS_DATA_DIR": str(synced), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
 
     def dbt(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([DBT_EXECUTABLE, *args, "--profiles-dir", "."], cwd=project, env=env,
-                              capture_output=True, text=True)
+        return subprocess.run([DBT_EXECUTABLE, *args, "--profiles-dir", "."], cwd=project,
+                              env={**os.environ, **variables}, capture_output=True, text=True)
 
     # The relations the unit tests' inputs and outputs are typed from (kol_history's own, for the incremental case),
     # built by dbt in this process: only the tests are run as an analyst runs them.
     built, lines = run_dbt(["run", "--select", "+campaign_performance", "+kol_history", "--profiles-dir", "."],
-                           {"COMMOPS_DATA_DIR": str(synced), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}, project)
+                           variables, project)
     assert built.success, "\n".join(lines)[-3000:]
     passed = dbt("test", "--select", "test_type:unit")
     assert passed.returncode == 0, passed.stdout[-3000:]
