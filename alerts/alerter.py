@@ -55,12 +55,21 @@ class Alerter:
         return resolved
 
     def deliver(self) -> tuple[int, int]:
-        """Send what is owed to the configured channels; (delivered, still owed). Never raises for a channel."""
+        """Send what is owed to the configured channels; (delivered, still owed). Never raises for a channel.
+
+        A channel that failed every attempt at once is not tried again in this call: its other messages stay
+        owed, untried, for the next one. Each message to a dead channel cost its attempts and their backoff
+        (a hanging one, their timeouts too), so a few owed messages outlasted a sensor's tick and the claim."""
         delivered = owed = 0
+        down: set[str] = set()
         for item in self.store.claim_owed():
             channel = self.channels.get(item.channel)
             if channel is None:  # a channel no longer configured: leave it owed, it may come back
                 self.store.failed(item.seq, f"channel {item.channel} is not configured here")
+                owed += 1
+                continue
+            if item.channel in down:
+                self.store.release(item.seq)
                 owed += 1
                 continue
             error = self._send(channel, item.alert, f"commops-alert-{item.seq}")
@@ -69,6 +78,7 @@ class Alerter:
                 delivered += 1
             else:
                 self.store.failed(item.seq, error)
+                down.add(item.channel)
                 owed += 1
                 log.warning(f"alert not delivered yet ({error}); it is tried again on the next check: "
                             f"{item.alert.state} {item.alert.incident}")

@@ -144,6 +144,11 @@ class IncidentStore:
             cursor.execute("UPDATE commops_alert_outbox SET last_error = ?, claimed_until = NULL, "
                            "attempts = attempts + 1 WHERE seq = ?", (error, seq))
 
+    def release(self, seq: int) -> None:
+        """Give a claimed message back untried: still owed, its attempts unchanged."""
+        with self._store.transaction() as cursor:
+            cursor.execute("UPDATE commops_alert_outbox SET claimed_until = NULL WHERE seq = ?", (seq,))
+
     def _owe(self, cursor, alert: Alert, channels: list[str]) -> None:
         for channel in channels:
             cursor.execute("INSERT INTO commops_alert_outbox (channel, message, created_at) VALUES (?, ?, ?)",

@@ -14,6 +14,7 @@ import dagster as dg
 from click.testing import CliRunner
 
 from commops_cli.commops import main
+from alerts.alerter import ATTEMPTS_AT_ONCE, opened_alerter
 from alerts.commands import review_after_run
 from pipelines.sensors import alerts_run_failure_sensor, alerts_sensor
 from tests.operators.nightly import nightly_of_lake_kols, status_sensor_context
@@ -119,6 +120,25 @@ def test_quarantined_events_and_an_aged_backlog_alert_once_across_ticks_even_pas
     assert quarantined.startswith("commops ALERT · org default · inbox · 1 webhook event(s) quarantined")
     assert len(recovered) == 2 and all(text.startswith("commops RECOVERED · org default · inbox") for text in recovered)
     assert inbox_path(data_dir).with_name("alerts.db").exists()  # the incidents, beside the inbox
+
+
+def test_a_dead_channel_is_tried_once_per_delivery_and_every_message_it_owes_arrives_once_it_answers(tmp_path,
+                                                                                                    monkeypatch):
+    with alert_channels() as (http, mailbox, env):
+        monkeypatch.setenv("COMMOPS_ALERT_SLACK_WEBHOOK_URL", env["COMMOPS_ALERT_SLACK_WEBHOOK_URL"])
+        with opened_alerter(inbox_path(tmp_path / "data")) as alerter:
+            for org in ("acme", "beta", "gamma", "delta"):
+                alerter.alert(f"run_failed:{org}", "run_failed", org, "job nightly_sync", "API key rejected (401)")
+            http.status = 500
+            assert alerter.deliver() == (0, 4)
+            refused_once = http.refused  # one message's attempts: the other three were not sent to a dead channel
+            http.status = 200
+            assert alerter.deliver() == (4, 0)
+            assert alerter.deliver() == (0, 0)
+
+    assert refused_once == ATTEMPTS_AT_ONCE
+    assert sorted(request.json()["text"].split(" · ")[1] for request in http.on(SLACK)) == [
+        "org acme", "org beta", "org delta", "org gamma"]
 
 
 def test_a_failed_blocking_check_is_one_incident_naming_the_check_and_its_pass_recovers_it(tmp_path, monkeypatch):
