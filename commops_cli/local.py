@@ -41,12 +41,14 @@ def demo(data_dir: str | None, kols: int, serve: bool, port: int) -> None:
     sandbox = None
     try:
         with signals_as_interrupts():
-            run_and_report("demo", base_url=server.base_url, data_dir=data, progress=sys.stderr.isatty())
+            # The marts are built once, after the reconciliation: they read its CRM status.
+            run_and_report("demo", base_url=server.base_url, data_dir=data, progress=sys.stderr.isatty(), marts=False,
+                           no_marts_note="")
             sandbox = start_sandbox(data, base_url=server.base_url, api_key=credentials.api_key)
             console.print(f"Salesforce stand-in: {sandbox.standin.url} ({sandbox.contacts:,} contacts planted from the KOLs)")
             os.environ.update(sandbox.env)  # the CRM resource reads its secrets as dg.EnvVar
             reconcile_and_report("demo", data_dir=data)
-            build_and_report("demo", data_dir=data)  # the marts again, with the reconciliation's CRM status
+            build_and_report("demo", data_dir=data)
             if not serve:
                 console.print(
                     f"The local service ({server.base_url}) and the Salesforce stand-in ({sandbox.standin.url}) stop "

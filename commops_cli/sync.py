@@ -116,10 +116,13 @@ def sync(org, all_orgs, max_parallel, snapshot_date, base_url, api_key_env, data
     )
 
 
-def run_and_report(command: str, summary_json: str | None = None, timeout: float | None = None, **run_kwargs) -> None:
+def run_and_report(command: str, summary_json: str | None = None, timeout: float | None = None,
+                   no_marts_note: str = "Marts: not built (--no-marts); build them with: commops marts build",
+                   **run_kwargs) -> None:
     """Run the sync in-process and print its summary; on failure one line and its exit code (exit_codes):
     1 failed, 3 a blocking check failed, 124 `timeout` expired, 130 interrupted. Checks that only warn
-    print one line each and the run exits 0: it landed."""
+    print one line each and the run exits 0: it landed. A run without the marts prints `no_marts_note`
+    (when not empty)."""
     console = Console(width=None if sys.stdout.isatty() else 160)
     org = run_kwargs.get("org", DEFAULT_ORG)
     where = "" if org == DEFAULT_ORG else f" ({org})"
@@ -141,8 +144,8 @@ def run_and_report(command: str, summary_json: str | None = None, timeout: float
         click.echo(f"commops {command} interrupted: no partial snapshot was published", err=True)
         sys.exit(exit_codes.INTERRUPTED)
     print_summary(summary, console)
-    if not run_kwargs.get("marts", True):
-        console.print("Marts: not built (--no-marts); build them with: commops marts build")
+    if not run_kwargs.get("marts", True) and no_marts_note:
+        console.print(no_marts_note)
     if summary_json:
         Path(summary_json).write_text(json.dumps(summary_record(summary)))
     for failure in summary.check_failures:  # landed: these only warn
