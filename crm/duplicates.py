@@ -19,22 +19,36 @@ import duckdb
 from crm import probable, spreadsheet_csv
 
 SETS = "_dup_sets"
+PAIRS = "_dup_pairs"
 MERGE_COLUMNS = ("MasterRecordId", "DuplicateRecordId", "DuplicateSetId", "MasterReason", "MasterName", "DuplicateName",
                  "MasterEmail", "DuplicateEmail")
 
 
+def candidate_pairs(conn: duckdb.DuckDBPyConnection) -> None:
+    """TEMP table PAIRS (a, b): the row ids (rid) of the contacts compared, a < b, from the contact features and their
+    keys (probable.contact_features): sharing a key of DUPLICATE_KINDS held by at most DUPLICATE_BLOCK_CAP contacts, with
+    names that can be one person's and another field agreeing. crm/kept_features.py keeps them between nights."""
+    contacts = probable.CONTACT_FEATURES
+    probable.pairs(conn, contacts, None, PAIRS, kinds=probable.DUPLICATE_KINDS, cap=probable.DUPLICATE_BLOCK_CAP)
+    name_compatible(conn, PAIRS)
+    conn.execute(f"DROP TABLE IF EXISTS {contacts}_keys")
+
+
+def name_compatible(conn: duckdb.DuckDBPyConnection, pair_table: str, contacts: str = probable.CONTACT_FEATURES) -> None:
+    """Keep the pairs of `pair_table` (rids of the feature table `contacts`) that can be one person: names that can
+    be one person's, and another field agreeing (probable.name_compatible)."""
+    probable.name_compatible(conn, pair_table, contacts, contacts, corroborated=True)
+
+
 def find(conn: duckdb.DuckDBPyConnection, threshold: float, live_kols: str) -> int:
     """TEMP table _dup_sets (crm_id, duplicate_set_id, suggested_master, master_reason) of the contacts in a
-    set, from the prepared contact features; `live_kols` is a relation of the KOL ids (kol_id) an external
-    id may name. Returns the number of sets."""
+    set, from the prepared contact features and the pairs to compare (PAIRS: candidate_pairs, or the kept ones);
+    `live_kols` is a relation of the KOL ids (kol_id) an external id may name. Returns the number of sets."""
     contacts = probable.CONTACT_FEATURES
-    probable.pairs(conn, contacts, None, "_dup_pairs", kinds=probable.DUPLICATE_KINDS, cap=probable.DUPLICATE_BLOCK_CAP)
-    probable.name_compatible(conn, "_dup_pairs", contacts, contacts, corroborated=True)
     total = conn.execute(f"SELECT count(*) FROM {contacts}").fetchone()[0]
-    conn.execute(f"DROP TABLE IF EXISTS {contacts}_keys")
-    probable.score(conn, "_dup_pairs", contacts, contacts, probable.prior_bits(probable.DUPLICATE_SHARE, total),
+    probable.score(conn, PAIRS, contacts, contacts, probable.prior_bits(probable.DUPLICATE_SHARE, total),
                    "_dup_edges", min_score=threshold)
-    conn.execute("DROP TABLE _dup_pairs")
+    conn.execute(f"DROP TABLE {PAIRS}")
     # Connected components: every contact takes the smallest label among its neighbours until none changes
     # (sets are small, so a few rounds).
     conn.execute("""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -28,13 +29,15 @@ from pathlib import Path
 
 import duckdb
 
-from crm import features, probable
+from crm import duplicates, features, probable
 from file_modes import private_dir
 from resources.sql import has_table, sql_literal, transaction
 
 KEPT_DIR = "crm-kept"
 ALIAS = "crm_kept"
 FEATURES = f"{ALIAS}.contact_features"
+KEYS = f"{ALIAS}.contact_keys"  # each contact's contact-contact blocking keys (id, key, probe)
+PAIRS = f"{ALIAS}.duplicate_pairs"  # the contact pairs compared (a < b, by id), a row per key bringing them together
 STAMP = f"{ALIAS}.stamp"
 # The contact fields probable.CONTACT_SOURCE reads: the features and keys depend on these alone.
 SOURCE_FIELDS = ("crm_id", "first_name", "last_name", "email", "phone", "institution", "city", "country", "department",
@@ -73,19 +76,27 @@ def attached(conn: duckdb.DuckDBPyConnection, data_dir: str | Path, org: str) ->
 
 @lru_cache(maxsize=1)
 def stamp() -> str:
-    """What the kept rows were computed by: the feature, key and kept-row code's text and the libraries' versions."""
+    """What the kept rows were computed by: the feature, key, pair and kept-row code's text, the pairs' bounds and
+    the libraries' versions."""
     code = (inspect.getsource(features) + inspect.getsource(probable.keys) + probable.CONTACT_SOURCE
-            + inspect.getsource(build) + inspect.getsource(_keep))
+            + inspect.getsource(probable.pairs) + inspect.getsource(probable.name_compatible)
+            + inspect.getsource(duplicates.name_compatible) + probable.DUPLICATE_KINDS
+            + str(probable.DUPLICATE_BLOCK_CAP) + inspect.getsource(sys.modules[__name__]))
     libraries = ",".join(f"{name}={version(name)}" for name in LIBRARIES)
     return hashlib.sha256((code + libraries).encode()).hexdigest()
 
 
 def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
-    """TEMP tables `table` and `table`_keys, as features.build and probable.keys make them from `contacts`,
-    with the kept features of the unchanged contacts and fresh ones for the rest; the kept rows updated.
-    Returns the number of contacts computed afresh."""
+    """TEMP tables `table`, as features.build makes it from `contacts`, with the kept features of the unchanged
+    contacts and fresh ones for the rest, and duplicates.PAIRS, the contact pairs to compare, as
+    duplicates.candidate_pairs makes them, from the kept pairs less those the changes touched; the kept rows updated.
+    Returns the number of contacts computed afresh.
+
+    The stamp is emptied while the kept rows change and written again once they are whole, so rows left half
+    updated (a killed process) are discarded by the next night rather than read."""
     _discard_if_stale(conn)
     kept = has_table(conn, ALIAS, "contact_features")
+    conn.execute(f"CREATE OR REPLACE TABLE {STAMP} (value VARCHAR)")
     fields = ", ".join(SOURCE_FIELDS)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_now AS SELECT crm_id AS id, hash({fields}) AS fingerprint "
                  f"FROM {contacts}")
@@ -109,8 +120,12 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
 CREATE OR REPLACE TEMP TABLE {table} AS
 WITH ids AS (SELECT id, (row_number() OVER (ORDER BY id))::INTEGER AS rid FROM {FEATURES})
 SELECT {ordered} FROM {FEATURES} f JOIN ids USING (id)""")
-    probable.keys(conn, table, kinds=probable.DUPLICATE_KINDS)
-    for temp in ("_kf_now", "_kf_gone", "_kf_changed", "_kf_fresh"):
+        _update_pairs(conn, table)
+    else:
+        _first_pairs(conn, table)
+    conn.execute(f"INSERT INTO {STAMP} VALUES (?)", [stamp()])
+    for temp in ("_kf_now", "_kf_gone", "_kf_changed", "_kf_fresh", "_kf_fresh_keys", "_kf_touched", "_kf_new_keys",
+                 "_kf_old_keys", "_kf_moved", "_kf_m_keys", "_kf_pairs"):
         conn.execute(f"DROP TABLE IF EXISTS {temp}")
     return computed
 
@@ -128,12 +143,78 @@ def _keep(conn: duckdb.DuckDBPyConnection, fresh: str, columns: list[str], repla
         conn.execute(f"INSERT INTO {FEATURES} {rows}")
 
 
+def _first_pairs(conn: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Every contact's keys and every pair kept, from `table` (all the contacts' features): duplicates.candidate_pairs
+    with the keys that brought each pair together."""
+    probable.keys(conn, table, kinds=probable.DUPLICATE_KINDS)
+    conn.execute(f"CREATE TABLE {KEYS} AS SELECT f.id, k.key, k.probe FROM {table}_keys k JOIN {table} f USING (rid)")
+    _keyed_pairs(conn, table, table)
+    conn.execute(f"DROP TABLE {table}_keys")
+    conn.execute(f"CREATE TABLE {PAIRS} AS {_pairs_by_id(table)}")
+    conn.execute(f"DROP TABLE IF EXISTS {duplicates.PAIRS}")
+    conn.execute(f"ALTER TABLE _kf_compatible RENAME TO {duplicates.PAIRS}")
+
+
+def _update_pairs(conn: duckdb.DuckDBPyConnection, table: str) -> None:
+    """The kept keys and pairs brought up to date, and duplicates.PAIRS made of them (rids of `table`).
+
+    A pair depends on its two contacts' features and on the keys they share, each of which brings them together
+    while at most DUPLICATE_BLOCK_CAP contacts hold it. So only two kinds of pair can differ from the night before:
+    those of a changed or gone contact, and those of a key a contact gained or lost (its holders' count moved).
+    Those rows are dropped and made again from the keys still small: every pair of a moved key, and the changed
+    contacts' pairs of the keys they hold. A key held by more contacts than the cap brings no pair, so its
+    holders (a common name's thousands) are never read."""
+    conn.execute("CREATE OR REPLACE TEMP TABLE _kf_touched AS SELECT id FROM _kf_gone UNION SELECT id FROM _kf_changed")
+    probable.keys(conn, "_kf_fresh", kinds=probable.DUPLICATE_KINDS)
+    conn.execute("CREATE OR REPLACE TEMP TABLE _kf_new_keys AS "
+                 "SELECT f.id, k.key, k.probe FROM _kf_fresh_keys k JOIN _kf_fresh f USING (rid)")
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_old_keys AS SELECT id, key, probe FROM {KEYS} SEMI JOIN _kf_touched USING (id)")
+    conn.execute("""
+CREATE OR REPLACE TEMP TABLE _kf_moved AS
+SELECT DISTINCT key FROM ((FROM _kf_old_keys EXCEPT FROM _kf_new_keys) UNION ALL (FROM _kf_new_keys EXCEPT FROM _kf_old_keys))""")
+    with transaction(conn):
+        conn.execute(f"DELETE FROM {KEYS} WHERE id IN (SELECT id FROM _kf_touched)")
+        conn.execute(f"INSERT INTO {KEYS} SELECT id, key, probe FROM _kf_new_keys")
+    cap = int(probable.DUPLICATE_BLOCK_CAP)
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _kf_m_keys AS
+WITH small AS (SELECT key FROM {KEYS} SEMI JOIN (SELECT key FROM _kf_moved UNION SELECT key FROM _kf_new_keys) USING (key)
+               GROUP BY key HAVING count(*) <= {cap})
+SELECT t.rid, k.key, k.probe FROM {KEYS} k SEMI JOIN small USING (key) JOIN {table} t ON t.id = k.id""")
+    _keyed_pairs(conn, "_kf_m", table)
+    conn.execute(f"""
+DELETE FROM _kf_pairs WHERE key NOT IN (SELECT key FROM _kf_moved) AND a NOT IN (SELECT t.rid FROM {table} t SEMI JOIN
+  _kf_touched USING (id)) AND b NOT IN (SELECT t.rid FROM {table} t SEMI JOIN _kf_touched USING (id))""")
+    with transaction(conn):
+        conn.execute(f"DELETE FROM {PAIRS} WHERE a IN (SELECT id FROM _kf_touched) OR b IN (SELECT id FROM _kf_touched) "
+                     "OR key IN (SELECT key FROM _kf_moved)")
+        conn.execute(f"INSERT INTO {PAIRS} {_pairs_by_id(table)}")
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE {duplicates.PAIRS} AS
+SELECT DISTINCT fa.rid AS a, fb.rid AS b FROM {PAIRS} p JOIN {table} fa ON fa.id = p.a JOIN {table} fb ON fb.id = p.b""")
+    conn.execute("DROP TABLE _kf_compatible")
+
+
+def _keyed_pairs(conn: duckdb.DuckDBPyConnection, keyed: str, table: str) -> None:
+    """TEMP tables _kf_pairs (a, b, key), the pairs the keys of `keyed`_keys bring together (rids of `table`), and
+    _kf_compatible (a, b), those of them that can be one person."""
+    probable.pairs(conn, keyed, None, "_kf_pairs", kinds=probable.DUPLICATE_KINDS, cap=probable.DUPLICATE_BLOCK_CAP,
+                   keyed=True)
+    conn.execute("CREATE OR REPLACE TEMP TABLE _kf_compatible AS SELECT DISTINCT a, b FROM _kf_pairs")
+    duplicates.name_compatible(conn, "_kf_compatible", table)
+
+
+def _pairs_by_id(table: str) -> str:
+    """The rows of _kf_pairs whose pair is in _kf_compatible, by contact id (a < b, as their rids)."""
+    return (f"SELECT fa.id AS a, fb.id AS b, p.key FROM _kf_pairs p SEMI JOIN _kf_compatible c ON c.a = p.a AND c.b = p.b "
+            f"JOIN {table} fa ON fa.rid = p.a JOIN {table} fb ON fb.rid = p.b")
+
+
 def _discard_if_stale(conn: duckdb.DuckDBPyConnection) -> None:
-    """Drop the kept rows when the code or a library that computed them is not today's."""
+    """Drop the kept rows when the code or a library that computed them is not today's, or they were left half
+    updated."""
     current = stamp()
     if has_table(conn, ALIAS, "stamp") and conn.execute(f"SELECT any_value(value) FROM {STAMP}").fetchone()[0] == current:
         return
-    for table in (FEATURES, STAMP):
+    for table in (FEATURES, KEYS, PAIRS, STAMP):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
-    conn.execute(f"CREATE TABLE {STAMP} AS SELECT {sql_literal(current)} AS value")
-

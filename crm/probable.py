@@ -123,9 +123,10 @@ def keys(conn: duckdb.DuckDBPyConnection, table: str, spelled_names: bool = Fals
 
 
 def pairs(conn: duckdb.DuckDBPyConnection, left: str, right: str | None, out: str, kinds: str = ALL_KINDS,
-          cap: int = BLOCK_CAP) -> int:
+          cap: int = BLOCK_CAP, keyed: bool = False) -> int:
     """TEMP table `out` (a, b): the row ids (rid) of the distinct pairs sharing a key of one of `kinds` held by at most `cap` records
-    on each side (of `left` and `right`; with right None, pairs within `left`, a < b). Returns the pair count."""
+    on each side (of `left` and `right`; with right None, pairs within `left`, a < b). `keyed`: (a, b, key), a row per
+    key that brings the pair together. Returns the row count."""
     same = right is None
     wanted = "[" + ", ".join(f"'{k}'" for k in kinds) + "]"
     for side, table in (("_pm_lk", left), *((("_pm_rk", right),) if not same else ())):
@@ -137,13 +138,14 @@ SEMI JOIN (SELECT key FROM {table}_keys WHERE list_contains({wanted}, left(key, 
     rk = "_pm_lk" if same else "_pm_rk"
     order = "AND l.rid < r.rid" if same else ""
     other = "WHERE l.rid <> r.rid" if same else ""
+    key = ", l.key" if keyed else ""
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {out} AS
-SELECT DISTINCT a, b FROM (
-  SELECT l.rid AS a, r.rid AS b FROM _pm_lk l JOIN {rk} r ON r.key = l.key WHERE NOT starts_with(l.key, 'i') {order}
+SELECT DISTINCT a, b{key.replace("l.", "")} FROM (
+  SELECT l.rid AS a, r.rid AS b{key} FROM _pm_lk l JOIN {rk} r ON r.key = l.key WHERE NOT starts_with(l.key, 'i') {order}
   -- a last name + initial key pairs only a record that gives just an initial with the others
-  UNION ALL SELECT l.rid, r.rid FROM (SELECT * FROM _pm_lk WHERE probe) l JOIN {rk} r ON r.key = l.key {other}
-  UNION ALL SELECT l.rid, r.rid FROM _pm_lk l JOIN (SELECT * FROM {rk} WHERE probe) r ON r.key = l.key {other}
+  UNION ALL SELECT l.rid, r.rid{key} FROM (SELECT * FROM _pm_lk WHERE probe) l JOIN {rk} r ON r.key = l.key {other}
+  UNION ALL SELECT l.rid, r.rid{key} FROM _pm_lk l JOIN (SELECT * FROM {rk} WHERE probe) r ON r.key = l.key {other}
 ) WHERE {"a < b" if same else "true"}""")
     conn.execute("DROP TABLE IF EXISTS _pm_lk")
     conn.execute("DROP TABLE IF EXISTS _pm_rk")

@@ -270,6 +270,7 @@ WHERE (k.email_n IS NULL OR e.kol_id = k.kol_id)
         kept_features.build(conn, contacts, probable.CONTACT_FEATURES)
     else:
         probable.contact_features(conn, contacts)
+        duplicates.candidate_pairs(conn)
     probable.prepare(conn, kols, "_pm_kpool")
     probable.match(conn, "_pm_cpool_ids", threshold, "_pm_rejected")
     sets = duplicates.find(conn, threshold, "(SELECT kol_id FROM _crm_k)")
