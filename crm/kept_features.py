@@ -2,11 +2,12 @@
 the contacts that changed.
 
 A contact's features (features.py) depend on its own fields alone, so the kept row of a contact whose fields
-did not change is the row a fresh computation would give. (The blocking keys are computed again from the
-features each run: writing them costs more than computing them.) Each kept row
-carries a fingerprint of those fields; a new contact, or one whose fingerprint differs, is computed again,
-and the rows of contacts no longer extracted are dropped. The row ids that pairs join on (rid) are given
-afresh each run, in id order, as features.build gives them.
+did not change is the row a fresh computation would give. Each kept row carries a fingerprint of those fields;
+a new contact, or one whose fingerprint differs, is computed again, and the rows of contacts no longer extracted
+are dropped. A night reads the features where they are kept, by the row id (rid) each row keeps.
+
+The contact-contact pass's blocking keys and the pairs they bring together are kept too (see _update_pairs):
+a night makes again only the pairs its changes can touch, and scores every kept pair with its own frequencies.
 
 The kept rows are personal data derived from the CRM: they live in a DuckDB file of their own per
 organization under <data_dir>/crm-kept/ (owner-only folder), never in the warehouse that analysts get a copy
@@ -97,6 +98,9 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
     _discard_if_stale(conn)
     kept = has_table(conn, ALIAS, "contact_features")
     conn.execute(f"CREATE OR REPLACE TABLE {STAMP} (value VARCHAR)")
+    for (view,) in conn.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND view_name = ?", [table]).fetchall():
+        conn.execute(f"DROP VIEW {view}")  # a night's view of the kept rows: a first night makes a table of that name
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
     fields = ", ".join(SOURCE_FIELDS)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_now AS SELECT crm_id AS id, hash({fields}) AS fingerprint "
                  f"FROM {contacts}")
@@ -112,14 +116,10 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
     features.build(conn, fresh, probable.CONTACT_SOURCE.format(contacts=source))
     computed = conn.execute(f"SELECT count(*) FROM {fresh}").fetchone()[0]
     columns = [row[0] for row in conn.execute(f"DESCRIBE {fresh}").fetchall()]
-    _keep(conn, fresh, [c for c in columns if c != "rid"], replace=kept)
+    _keep(conn, fresh, columns, replace=kept)
     if kept:
-        # the row ids in id order, over the ids alone (a window over the whole rows costs twice as much)
-        ordered = ", ".join(f'f."{c}"' if c != "rid" else "ids.rid" for c in columns)
-        conn.execute(f"""
-CREATE OR REPLACE TEMP TABLE {table} AS
-WITH ids AS (SELECT id, (row_number() OVER (ORDER BY id))::INTEGER AS rid FROM {FEATURES})
-SELECT {ordered} FROM {FEATURES} f JOIN ids USING (id)""")
+        # read where they are kept: a copy of the wide rows cost 1.7 s at 1M contacts
+        conn.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * EXCLUDE (fingerprint) FROM {FEATURES}")
         _update_pairs(conn, table)
     else:
         _first_pairs(conn, table)
@@ -132,15 +132,17 @@ SELECT {ordered} FROM {FEATURES} f JOIN ids USING (id)""")
 
 def _keep(conn: duckdb.DuckDBPyConnection, fresh: str, columns: list[str], replace: bool) -> None:
     """The kept rows: those of `fresh` with their fingerprints, in place of the changed and gone contacts' rows
-    (`replace`), or as the first rows."""
-    selected = ", ".join(f'f."{c}"' for c in columns)
-    rows = f"SELECT {selected}, n.fingerprint FROM {fresh} f JOIN _kf_now n USING (id)"
+    (`replace`), or as the first rows. A row keeps its row id (rid) from night to night: the first rows take
+    features.build's, in id order; later ones the next numbers, in id order among themselves."""
+    selected = ", ".join(f'f."{c}"' for c in columns if c != "rid")
+    rows = f"SELECT {selected}, f.rid + {{offset}} AS rid, n.fingerprint FROM {fresh} f JOIN _kf_now n USING (id)"
     if not replace:
-        conn.execute(f"CREATE TABLE {FEATURES} AS {rows}")
+        conn.execute(f"CREATE TABLE {FEATURES} AS {rows.format(offset=0)}")
         return
     with transaction(conn):
+        offset = conn.execute(f"SELECT coalesce(max(rid), 0) FROM {FEATURES}").fetchone()[0]
         conn.execute(f"DELETE FROM {FEATURES} WHERE id IN (SELECT id FROM _kf_gone)")
-        conn.execute(f"INSERT INTO {FEATURES} {rows}")
+        conn.execute(f"INSERT INTO {FEATURES} BY NAME {rows.format(offset=int(offset))}")
 
 
 def _first_pairs(conn: duckdb.DuckDBPyConnection, table: str) -> None:
@@ -181,7 +183,7 @@ CREATE OR REPLACE TEMP TABLE _kf_m_keys AS
 WITH small AS (SELECT key FROM {KEYS} SEMI JOIN (SELECT key FROM _kf_moved UNION SELECT key FROM _kf_new_keys) USING (key)
                GROUP BY key HAVING count(*) <= {cap})
 SELECT t.rid, k.key, k.probe FROM {KEYS} k SEMI JOIN small USING (key) JOIN {table} t ON t.id = k.id""")
-    _keyed_pairs(conn, "_kf_m", table)
+    _keyed_pairs(conn, "_kf_m", table, by_id=True)
     conn.execute(f"""
 DELETE FROM _kf_pairs WHERE key NOT IN (SELECT key FROM _kf_moved) AND a NOT IN (SELECT t.rid FROM {table} t SEMI JOIN
   _kf_touched USING (id)) AND b NOT IN (SELECT t.rid FROM {table} t SEMI JOIN _kf_touched USING (id))""")
@@ -195,17 +197,23 @@ SELECT DISTINCT fa.rid AS a, fb.rid AS b FROM {PAIRS} p JOIN {table} fa ON fa.id
     conn.execute("DROP TABLE _kf_compatible")
 
 
-def _keyed_pairs(conn: duckdb.DuckDBPyConnection, keyed: str, table: str) -> None:
-    """TEMP tables _kf_pairs (a, b, key), the pairs the keys of `keyed`_keys bring together (rids of `table`), and
-    _kf_compatible (a, b), those of them that can be one person."""
+def _keyed_pairs(conn: duckdb.DuckDBPyConnection, keyed: str, table: str, by_id: bool = False) -> None:
+    """TEMP tables _kf_pairs (a, b, key), the pairs the keys of `keyed`_keys bring together (rids of `table`, a the
+    contact of the smaller id, as duplicates.candidate_pairs orients them), and _kf_compatible (a, b), those of them
+    that can be one person. `by_id`: the rids are not in id order (kept ones), so each pair is turned to be."""
     probable.pairs(conn, keyed, None, "_kf_pairs", kinds=probable.DUPLICATE_KINDS, cap=probable.DUPLICATE_BLOCK_CAP,
                    keyed=True)
+    if by_id:
+        conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _kf_pairs AS
+SELECT CASE WHEN fa.id < fb.id THEN p.a ELSE p.b END AS a, CASE WHEN fa.id < fb.id THEN p.b ELSE p.a END AS b, p.key
+FROM _kf_pairs p JOIN {table} fa ON fa.rid = p.a JOIN {table} fb ON fb.rid = p.b""")
     conn.execute("CREATE OR REPLACE TEMP TABLE _kf_compatible AS SELECT DISTINCT a, b FROM _kf_pairs")
     duplicates.name_compatible(conn, "_kf_compatible", table)
 
 
 def _pairs_by_id(table: str) -> str:
-    """The rows of _kf_pairs whose pair is in _kf_compatible, by contact id (a < b, as their rids)."""
+    """The rows of _kf_pairs whose pair is in _kf_compatible, by contact id (a < b)."""
     return (f"SELECT fa.id AS a, fb.id AS b, p.key FROM _kf_pairs p SEMI JOIN _kf_compatible c ON c.a = p.a AND c.b = p.b "
             f"JOIN {table} fa ON fa.rid = p.a JOIN {table} fb ON fb.rid = p.b")
 

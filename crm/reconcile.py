@@ -208,9 +208,11 @@ def reconcile(
             conn.execute(f"INSERT INTO {RUNS_TABLE} ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})",
                          list(run.values()))
     finally:
-        for table in conn.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND (starts_with(table_name, '_crm_') "
-                                  "OR starts_with(table_name, '_pm_') OR starts_with(table_name, '_dup_'))").fetchall():
-            conn.execute(f"DROP TABLE IF EXISTS {table[0]}")
+        staged = "(starts_with(name, '_crm_') OR starts_with(name, '_pm_') OR starts_with(name, '_dup_'))"
+        for kind, name in conn.execute(
+                f"SELECT 'TABLE', table_name AS name FROM duckdb_tables() WHERE temporary AND {staged} "
+                f"UNION ALL SELECT 'VIEW', view_name AS name FROM duckdb_views() WHERE temporary AND {staged}").fetchall():
+            conn.execute(f"DROP {kind} IF EXISTS {name}")
     return ReconciliationResult(run_id, reconciled_at, source, int(kols), int(contacts), counts, int(review), int(sets),
                                 duration_seconds=duration)
 
