@@ -88,10 +88,10 @@ def stamp() -> str:
 
 
 def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
-    """TEMP tables `table`, as features.build makes it from `contacts`, with the kept features of the unchanged
-    contacts and fresh ones for the rest, and duplicates.PAIRS, the contact pairs to compare, as
-    duplicates.candidate_pairs makes them, from the kept pairs less those the changes touched; the kept rows updated.
-    Returns the number of contacts computed afresh.
+    """`table`, as features.build makes it from `contacts`, with the kept features of the unchanged contacts and
+    fresh ones for the rest (a TEMP view of the kept rows; on a first night a TEMP table), and duplicates.PAIRS, the
+    contact pairs to compare as duplicates.candidate_pairs makes them, from the kept pairs less those the changes
+    touched; the kept rows updated. Returns the number of contacts computed afresh.
 
     The stamp is emptied while the kept rows change and written again once they are whole, so rows left half
     updated (a killed process) are discarded by the next night rather than read."""
