@@ -138,10 +138,10 @@ SEMI JOIN (SELECT key FROM {table}_keys WHERE list_contains({wanted}, left(key, 
     rk = "_pm_lk" if same else "_pm_rk"
     order = "AND l.rid < r.rid" if same else ""
     other = "WHERE l.rid <> r.rid" if same else ""
-    key = ", l.key" if keyed else ""
+    key, columns = (", l.key", "a, b, key") if keyed else ("", "a, b")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE {out} AS
-SELECT DISTINCT a, b{key.replace("l.", "")} FROM (
+SELECT DISTINCT {columns} FROM (
   SELECT l.rid AS a, r.rid AS b{key} FROM _pm_lk l JOIN {rk} r ON r.key = l.key WHERE NOT starts_with(l.key, 'i') {order}
   -- a last name + initial key pairs only a record that gives just an initial with the others
   UNION ALL SELECT l.rid, r.rid{key} FROM (SELECT * FROM _pm_lk WHERE probe) l JOIN {rk} r ON r.key = l.key {other}
