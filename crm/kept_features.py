@@ -13,8 +13,9 @@ The kept rows are personal data derived from the CRM: they live in a DuckDB file
 organization under <data_dir>/crm-kept/ (owner-only folder), never in the warehouse that analysts get a copy
 of; erasure deletes the file of an organization holding the person (the next night computes it whole again).
 A stamp of the feature code's text and of the libraries it uses discards the kept rows when any of them
-changes, so a kept row never outlives the code that computed it. The same file keeps the index of the last
-reconciliation CSV (spliced_csv), for the same reason: the next night costs what changed.
+changes, so a kept row never outlives the code that computed it. The same file keeps the signatures of the last
+result's rows (kept_result) and the index of the last reconciliation CSV (spliced_csv), for the same reason: the
+next night costs what changed.
 """
 
 from __future__ import annotations

@@ -21,9 +21,12 @@ smallest id is the one matched) or missing_in_crm.
 
 from __future__ import annotations
 
+import inspect
+import sys
 import time
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -31,7 +34,7 @@ from typing import Literal
 import duckdb
 import pyarrow as pa
 
-from crm import duplicates, features, kept_features, normalize, probable
+from crm import duplicates, features, kept_features, kept_result, normalize, probable
 from crm.tables import (CONTACTS_TABLE, DEFAULT_ORG, RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables,
                         score_band_sql)
 from resources.crm.mapping import CONTACT_SCHEMA, NOT_WRITTEN
@@ -113,6 +116,7 @@ class ReconciliationResult(MetadataRecord):
     report_html: Path | None = None
     report_csv: Path | None = None
     duration_seconds: float = 0.0
+    rows_made: int = 0  # rows of the result made by the run: every row, or (kept signatures) those whose inputs changed
 
 
 def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal["kol", "crm"]) -> str:
@@ -179,7 +183,8 @@ def reconcile(
     canonical contact columns (resources.crm.mapping.CONTACT_SCHEMA). Pairs scoring at least
     `match_threshold` are probable matches and duplicates; `rejected` (kol_id, crm_id) pairs are never
     proposed. `kept`: the alias of the organization's kept contact features (kept_features.attached), so that
-    only the contacts that changed since are computed; the result is the same either way.
+    only the contacts that changed since are computed, and only the result rows whose inputs changed are made
+    (kept_result.py); the result is the same either way.
     """
     started = time.perf_counter()
     run_id = run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
@@ -187,26 +192,35 @@ def reconcile(
     normalize.register(conn)
     ensure_tables(conn)
     _stage(conn, kols_relation, contacts_relation, mapping)
-    _contact_rows(conn, mapping)
+    _contact_rows(conn)
     sets = _probable(conn, kols_relation, contacts_relation, match_threshold, rejected, kept)
-    _result_rows(conn)
+    compared, stamp = False, kept_result.stamp(_source(), mapping)
+    if kept:
+        _signatures(conn)
+        compared = kept_result.usable(conn, kept, org, stamp)
+        if compared:
+            kept_result.compare(conn, kept, "_crm_sig")
+    _differences(conn, mapping, compared)
+    _result_rows(conn, compared)
     try:
         with transaction(conn):
             this_org = f"org = {sql_literal(org)}"
-            _write_changed_rows(conn, org, run_id, reconciled_at)
+            _write_changed_rows(conn, org, run_id, reconciled_at, compared)
             counts = dict(conn.execute(f"SELECT status, count(*) FROM {RESULT_TABLE} WHERE {this_org} GROUP BY status"
                                        ).fetchall())
             counts = {status: int(counts.get(status, 0)) for status in STATUSES}
             review = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE {this_org} AND needs_review "
                                   "AND kol_primary").fetchone()[0]
-            kols, contacts = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c)"
-                                          ).fetchone()
+            kols, contacts, made = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c), "
+                                                "(SELECT count(*) FROM _crm_new)").fetchone()
             duration = time.perf_counter() - started
             run = {"org": org, "run_id": run_id, "reconciled_at": reconciled_at, "source": source, "kols": kols,
                    "contacts": contacts, **counts, "needs_review": review, "duplicate_sets": sets,
                    "match_threshold": match_threshold, "duration_seconds": duration}
             conn.execute(f"INSERT INTO {RUNS_TABLE} ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})",
                          list(run.values()))
+        if kept:
+            kept_result.record(conn, kept, "_crm_sig", run_id, stamp, compared)
     finally:
         staged = "(starts_with(name, '_crm_') OR starts_with(name, '_pm_') OR starts_with(name, '_dup_'))"
         for kind, name in conn.execute(
@@ -214,13 +228,14 @@ def reconcile(
                 f"UNION ALL SELECT 'VIEW', view_name AS name FROM duckdb_views() WHERE temporary AND {staged}").fetchall():
             conn.execute(f"DROP {kind} IF EXISTS {name}")
     return ReconciliationResult(run_id, reconciled_at, source, int(kols), int(contacts), counts, int(review), int(sets),
-                                duration_seconds=duration)
+                                duration_seconds=duration, rows_made=int(made))
 
 
-def _result_rows(conn: duckdb.DuckDBPyConnection) -> None:
-    """_crm_new: every row of this run's result, in the result table's own column types (so that an unchanged row
-    hashes as its stored copy does), with that hash (h) of its produced columns, in one pass: the wide rows were
-    written to a table of their own and copied again with the hash (0.45 s more at 1M)."""
+def _result_rows(conn: duckdb.DuckDBPyConnection, only_dirty: bool) -> None:
+    """_crm_new: every row of this run's result (`only_dirty`: the rows of _crm_dirty), in the result table's own
+    column types (so that an unchanged row hashes as its stored copy does), with that hash (h) of its produced
+    columns, in one pass: the wide rows were written to a table of their own and copied again with the hash (0.45 s
+    more at 1M)."""
     types = dict(conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? AND "
                               "database_name = current_database() AND schema_name = current_schema()",
                               [RESULT_TABLE]).fetchall())
@@ -228,26 +243,34 @@ def _result_rows(conn: duckdb.DuckDBPyConnection) -> None:
     typed = ", ".join(f'CAST("{name}" AS {types[name]}) AS "{name}"' for name in produced)
     hashed = ", ".join(f'"{name}"' for name in produced)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_new AS SELECT hash({hashed}) AS h, * "
-                 f"FROM (SELECT {typed} FROM ({_rows_sql()}))")
+                 f"FROM (SELECT {typed} FROM ({_rows_sql(only_dirty)}))")
 
 
-def _write_changed_rows(conn: duckdb.DuckDBPyConnection, org: str, run_id: str, reconciled_at: datetime) -> None:
-    """Make the organization's rows of the result those of _crm_new, stamped with this run, writing only the
-    rows that differ: a night changes few, and rewriting every row cost more than the rest of the
-    reconciliation's SQL (about 20 s at a million rows). A row is kept when a row of the same contact (or of
-    the same KOL, on KOL-only rows) has the same hash of every produced column."""
+def _write_changed_rows(conn: duckdb.DuckDBPyConnection, org: str, run_id: str, reconciled_at: datetime,
+                        compared: bool) -> None:
+    """Make the organization's rows of the result those of this run, stamped with it, writing only the rows that
+    differ: a night changes few, and rewriting every row cost more than the rest of the reconciliation's SQL
+    (about 20 s at a million rows). `compared`: _crm_new holds only the rows of new signatures, and _crm_stale the
+    rows whose signature is gone (kept_result.py); else _crm_new holds every row, and a stored row is kept when a
+    row of the same contact (or of the same KOL, on KOL-only rows) has the same hash of every produced column."""
     names = column_names(RESULT_TABLE)
     columns = ", ".join(f'"{name}"' for name in names)
     produced = ", ".join(f'"{name}"' for name in names[3:])  # all but org, run_id, reconciled_at
-    same_row = "o.h = n.h AND o.crm_id IS NOT DISTINCT FROM n.crm_id AND o.kol_id IS NOT DISTINCT FROM n.kol_id"
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_old AS SELECT rowid AS row, hash({produced}) AS h, crm_id, kol_id "
-                 f"FROM {RESULT_TABLE} WHERE org = ?", [org])
-    conn.execute(f"DELETE FROM {RESULT_TABLE} WHERE rowid IN "
-                 f"(SELECT o.row FROM _crm_old o ANTI JOIN _crm_new n ON {same_row})")
+    if compared:
+        conn.execute(f"DELETE FROM {RESULT_TABLE} WHERE org = ? AND (crm_id IN (SELECT crm_id FROM _crm_stale "
+                     "WHERE crm_id IS NOT NULL) OR (crm_id IS NULL AND kol_id IN (SELECT kol_id FROM _crm_stale "
+                     "WHERE crm_id IS NULL)))", [org])
+        fresh = "_crm_new"
+    else:
+        same_row = "o.h = n.h AND o.crm_id IS NOT DISTINCT FROM n.crm_id AND o.kol_id IS NOT DISTINCT FROM n.kol_id"
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_old AS SELECT rowid AS row, hash({produced}) AS h, crm_id, "
+                     f"kol_id FROM {RESULT_TABLE} WHERE org = ?", [org])
+        conn.execute(f"DELETE FROM {RESULT_TABLE} WHERE rowid IN "
+                     f"(SELECT o.row FROM _crm_old o ANTI JOIN _crm_new n ON {same_row})")
+        fresh = f"_crm_new n ANTI JOIN _crm_old o ON {same_row}"
     conn.execute(f"INSERT INTO {RESULT_TABLE} ({columns}) "
                  f"SELECT {sql_literal(org)}, {sql_literal(run_id)}, "
-                 f"{sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, "
-                 f"{produced} FROM _crm_new n ANTI JOIN _crm_old o ON {same_row}")
+                 f"{sql_literal(reconciled_at.isoformat())}::TIMESTAMPTZ, {produced} FROM {fresh}")
     conn.execute(f"UPDATE {RESULT_TABLE} SET run_id = ?, reconciled_at = ?::TIMESTAMPTZ WHERE org = ?",
                  [run_id, reconciled_at.isoformat(), org])
 
@@ -281,19 +304,21 @@ WHERE (k.email_n IS NULL OR e.kol_id = k.kol_id)
 
 
 def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
-    """Stage both sides (_crm_k, _crm_c) with their email keys, and the email -> KOL table (_crm_e)."""
+    """Stage both sides (_crm_k, _crm_c) with their email keys and a hash (h) of the rest of each row (the email key
+    is made from the email), and the email -> KOL table (_crm_e)."""
+    hashed = "SELECT *, hash(*COLUMNS(* EXCLUDE (email_n))) AS h FROM"
     conn.execute(f"""
-CREATE OR REPLACE TEMP TABLE _crm_k AS
+CREATE OR REPLACE TEMP TABLE _crm_k AS {hashed} (
 SELECT id AS kol_id, email AS kol_email, crm_email_ascii(email) AS email_n, full_name AS kol_name,
        institution AS kol_institution, {_side_columns(rules, "kol")}
-FROM {kols} WHERE is_archived IS NOT TRUE""")
+FROM {kols} WHERE is_archived IS NOT TRUE)""")
     normalize.fold_emails(conn, "_crm_k", "kol_email", "email_n")
     conn.execute(f"""
-CREATE OR REPLACE TEMP TABLE _crm_c AS
+CREATE OR REPLACE TEMP TABLE _crm_c AS {hashed} (
 SELECT crm_id, email AS crm_email, crm_email_ascii(email) AS email_n, NULLIF(trim(external_id), '') AS external_id,
        NULLIF(concat_ws(' ', first_name, last_name), '') AS crm_name, institution AS crm_institution,
        first_name, last_name, {_side_columns(rules, "crm")}
-FROM {contacts}""")
+FROM {contacts})""")
     normalize.fold_emails(conn, "_crm_c", "crm_email", "email_n")
     # The email's KOL (the smallest id when KOLs share an email).
     conn.execute("""
@@ -301,14 +326,10 @@ CREATE OR REPLACE TEMP TABLE _crm_e AS
 SELECT email_n, min(kol_id) AS kol_id, count(*) AS kols FROM _crm_k WHERE email_n IS NOT NULL GROUP BY email_n""")
 
 
-def _contact_rows(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
-    """_crm_rows: one narrow row per contact (ids, status, kol_primary), in one join and one
-    aggregate per KOL; _crm_diff: the differences of the pairs whose raw values differ somewhere
-    (normalized keys are computed only for those, a few percent of the pairs), in the one join
-    that brings the two sides' raw values together. The wide columns are joined once, by
-    _rows_sql, for the final rows: carrying them through the joins and the aggregate made DuckDB
-    spill at 1M rows."""
-    raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
+def _contact_rows(conn: duckdb.DuckDBPyConnection) -> None:
+    """_crm_rows: one narrow row per contact (ids, status, kol_primary), in one join and one aggregate per KOL. The
+    wide columns are joined once, by _rows_sql, for the final rows: carrying them through the joins and the
+    aggregate made DuckDB spill at 1M rows."""
     conn.execute("""
 CREATE OR REPLACE TEMP TABLE _crm_rows AS
 WITH classified AS MATERIALIZED (
@@ -333,6 +354,15 @@ SELECT c.crm_id, c.email_kol, p.shared,
        CASE WHEN c.email_kol IS NOT NULL THEN c.crm_id = p.primary_crm END AS kol_primary,
        CASE WHEN c.pre IS NOT NULL THEN c.pre WHEN p.shared > 1 THEN 'duplicate_in_crm' ELSE 'pair' END AS status0
 FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
+
+
+def _differences(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...],
+                 only_dirty: bool) -> None:
+    """_crm_diff: the differences of the pairs whose raw values differ somewhere (normalized keys are computed only
+    for those, a few percent of the pairs), in the one join that brings the two sides' raw values together;
+    `only_dirty`: of the contacts of _crm_dirty alone."""
+    raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
+    dirty = " AND r.crm_id IN (SELECT crm_id FROM _crm_dirty WHERE crm_id IS NOT NULL)" if only_dirty else ""
     sides = ", ".join(f"k.v{i} AS k_v{i}, c.v{i} AS c_v{i}" for i in range(len(rules)))
     phones = "".join(f", CASE WHEN k_v{i} IS DISTINCT FROM c_v{i} THEN crm_phone_national(k_v{i}) END AS kp{i}"
                      f", CASE WHEN k_v{i} IS DISTINCT FROM c_v{i} THEN crm_phone_national(c_v{i}) END AS cp{i}"
@@ -341,23 +371,50 @@ FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
 CREATE OR REPLACE TEMP TABLE _crm_diff AS
 WITH differing AS MATERIALIZED (
   SELECT c.crm_id, {sides} FROM _crm_rows r JOIN _crm_c c USING (crm_id) JOIN _crm_k k ON k.kol_id = r.email_kol
-  WHERE NOT ({raw_equal})
+  WHERE NOT ({raw_equal}){dirty}
 ), keyed AS MATERIALIZED (SELECT *{phones} FROM differing)
 {_differences_sql(rules)}""")
 
 
-def _rows_sql() -> str:
-    """Every output row (status .. master_reason) from the staged tables."""
-    return """
-WITH lone_kols AS (
-  SELECT k.*, e.kol_id AS email_first,
-         CASE WHEN k.email_n IS NULL THEN 'no_email'
-              WHEN k.kol_id <> e.kol_id THEN 'duplicate_in_kols'
-              ELSE 'missing_in_crm' END AS status
-  FROM _crm_k k LEFT JOIN _crm_e e ON e.email_n = k.email_n
-  ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary UNION ALL SELECT kol_id FROM _pm_match WHERE kol_primary) p
-    ON p.email_kol = k.kol_id
-)
+# The KOLs no contact row counts (kol_primary), with the email's first KOL: the KOL-only rows.
+_LONE_KOLS = """
+SELECT k.*, e.kol_id AS email_first,
+       CASE WHEN k.email_n IS NULL THEN 'no_email'
+            WHEN k.kol_id <> e.kol_id THEN 'duplicate_in_kols'
+            ELSE 'missing_in_crm' END AS status
+FROM _crm_k k LEFT JOIN _crm_e e ON e.email_n = k.email_n
+ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary UNION ALL SELECT kol_id FROM _pm_match WHERE kol_primary) p
+  ON p.email_kol = k.kol_id"""
+
+
+def _signatures(conn: duckdb.DuckDBPyConnection) -> None:
+    """_crm_sig (crm_id, kol_id, sig): a hash of everything _rows_sql reads to make each row (kept_result.py): of a
+    contact's row, its staged contact and KOL rows (their hashes, h), its _crm_rows, _pm_match and _dup_sets rows;
+    of a KOL-only row, its staged KOL, the email's first KOL and its _pm_candidates row."""
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_sig AS
+SELECT r.crm_id, NULL::VARCHAR AS kol_id,
+       hash(c.h, r.email_kol, r.shared, r.kol_primary, r.status0, m.crm_id, m.kol_id, m.kol_primary, m.score,
+            m.reasons::VARCHAR, k.h, d.duplicate_set_id, d.suggested_master, d.master_reason) AS sig
+FROM _crm_rows r JOIN _crm_c c USING (crm_id) LEFT JOIN _pm_match m USING (crm_id)
+LEFT JOIN _crm_k k ON k.kol_id = coalesce(r.email_kol, m.kol_id) LEFT JOIN _dup_sets d USING (crm_id)
+UNION ALL
+SELECT NULL, l.kol_id, hash(l.h, l.email_first, c.candidates::VARCHAR, c.review)
+FROM ({_LONE_KOLS}) l LEFT JOIN _pm_candidates c USING (kol_id)""")
+
+
+@lru_cache(maxsize=1)
+def _source() -> str:
+    """This module's text: what makes the rows (kept_result.stamp)."""
+    return inspect.getsource(sys.modules[__name__])
+
+
+def _rows_sql(only_dirty: bool) -> str:
+    """Every output row (status .. master_reason) from the staged tables; `only_dirty`: those of _crm_dirty."""
+    contacts, kols = ("WHERE crm_id IN (SELECT crm_id FROM _crm_dirty WHERE crm_id IS NOT NULL)",
+                      "WHERE l.kol_id IN (SELECT kol_id FROM _crm_dirty WHERE crm_id IS NULL)") if only_dirty else ("", "")
+    return f"""
+WITH lone_kols AS ({_LONE_KOLS})
 SELECT CASE WHEN m.crm_id IS NOT NULL THEN 'probable_match'
             WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
             ELSE status0 END AS status,
@@ -380,6 +437,7 @@ SELECT CASE WHEN m.crm_id IS NOT NULL THEN 'probable_match'
 FROM _crm_rows r JOIN _crm_c c USING (crm_id) LEFT JOIN _pm_match m USING (crm_id)
 LEFT JOIN _crm_k k ON k.kol_id = coalesce(r.email_kol, m.kol_id)
 LEFT JOIN _crm_diff USING (crm_id) LEFT JOIN _dup_sets d USING (crm_id)
+{contacts}
 UNION ALL BY NAME
 SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external_id, l.email_n AS email_normalized,
        l.kol_email, NULL AS crm_email, l.kol_name, NULL AS crm_name, l.kol_institution AS institution,
@@ -389,7 +447,8 @@ SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external
        END AS note,
        NULL::DOUBLE AS match_score, NULL AS score_band, NULL::JSON AS match_reasons, coalesce(c.review, false) AS needs_review,
        NULL AS duplicate_set_id, NULL AS suggested_master, NULL AS master_reason
-FROM lone_kols l LEFT JOIN _pm_candidates c USING (kol_id)""".replace("SCORE_BAND", score_band_sql("m.score"))
+FROM lone_kols l LEFT JOIN _pm_candidates c USING (kol_id)
+{kols}""".replace("SCORE_BAND", score_band_sql("m.score"))
 
 
 def org_kols(org: str, kols_table: str = "kols") -> str:

@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 from crm import duplicates, features, kept_features, normalize, probable
-from crm.reconcile import reconcile
+from crm.reconcile import ReconciliationResult, reconcile
 from crm.salesforce_standin.discrepancies import generate_kols_sql, plant_discrepancies_sql
 from crm.tables import RESULT_TABLE
 from privacy.stores import KeptFeatures
@@ -34,9 +34,9 @@ def change_a_night(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute("UPDATE kols SET is_archived = true WHERE hash(id) % 100 = 5")
 
 
-def reconcile_kept(conn: duckdb.DuckDBPyConnection, data_dir, run_id: str) -> None:
+def reconcile_kept(conn: duckdb.DuckDBPyConnection, data_dir, run_id: str) -> ReconciliationResult:
     with kept_features.attached(conn, data_dir, "default") as kept:
-        reconcile(conn, "kols", "contacts", run_id=run_id, kept=kept)
+        return reconcile(conn, "kols", "contacts", run_id=run_id, kept=kept)
 
 
 def test_a_night_with_kept_features_gives_the_result_of_a_reconciliation_from_scratch(tmp_path):
@@ -72,9 +72,17 @@ SWITCHBOARD_FILLERS = [16, 20, 14, 25, 17]
 
 
 def a_night_of_random_changes(conn: duckdb.DuckDBPyConnection, night: int, fillers: int) -> None:
-    """`fillers` contacts give the switchboard (the others their own number), and a tenth of the contacts, picked by a
-    hash of their id and the night, are retitled, renamed, moved, deleted or copied under another email."""
-    pick = f"hash(crm_id || '{night}') % 50"
+    """`fillers` contacts give the switchboard (the others their own number); a tenth of the contacts, picked by a
+    hash of their id and the night, are retitled, renamed, moved, given the email of another (one joins the largest
+    group sharing a KOL's), deleted or copied under another email; and a tenth of the KOLs are retitled, moved,
+    given another email or another KOL's, archived or brought back."""
+    pick, kol_pick = f"hash(crm_id || '{night}') % 50", f"hash(id || 'kol{night}') % 50"
+    conn.execute(f"UPDATE kols SET title = 'Professor of ' || coalesce(title, 'Medicine') WHERE {kol_pick} = 1")
+    conn.execute(f"UPDATE kols SET email = 'moved{night}.' || email WHERE {kol_pick} = 2")
+    conn.execute(f"UPDATE kols SET email = (SELECT min(email) FROM kols) WHERE {kol_pick} = 3")
+    conn.execute(f"UPDATE kols SET is_archived = NOT coalesce(is_archived, false) WHERE {kol_pick} IN (4, 5)")
+    conn.execute(f"UPDATE kols SET location = struct_pack(city := 'Town {night}', state := location.state, "
+                 f"country := location.country) WHERE {kol_pick} = 6")
     conn.execute(f"UPDATE contacts SET phone = '+1 555 01' || lpad((hash(crm_id) % 100)::VARCHAR, 2, '0') "
                  f"WHERE phone = '{SWITCHBOARD}' AND NOT starts_with(crm_id, 'anna')")
     conn.execute(f"UPDATE contacts SET phone = '{SWITCHBOARD}' WHERE crm_id IN (SELECT crm_id FROM contacts "
@@ -82,6 +90,12 @@ def a_night_of_random_changes(conn: duckdb.DuckDBPyConnection, night: int, fille
     conn.execute(f"UPDATE contacts SET title = 'Head of ' || coalesce(title, 'Physicians') WHERE {pick} = 1")
     conn.execute(f"UPDATE contacts SET last_name = last_name || 'er', email = 'n{night}' || email WHERE {pick} = 2")
     conn.execute(f"UPDATE contacts SET institution = 'Institute {night}', city = 'City {night}' WHERE {pick} = 3")
+    conn.execute(f"UPDATE contacts SET email = s.before FROM (SELECT crm_id, lag(email) OVER (ORDER BY crm_id) AS "
+                 f"before FROM contacts) s WHERE s.crm_id = contacts.crm_id "
+                 f"AND {pick.replace('crm_id', 's.crm_id')} = 6 AND s.before IS NOT NULL")
+    conn.execute(f"UPDATE contacts SET email = (SELECT email FROM contacts WHERE email IN (SELECT email FROM kols) "
+                 f"GROUP BY email ORDER BY count(*) DESC, email LIMIT 1), external_id = NULL "
+                 f"WHERE crm_id = (SELECT min(crm_id) FROM contacts WHERE {pick} = 7)")
     conn.execute(f"DELETE FROM contacts WHERE {pick} = 4 AND NOT starts_with(crm_id, 'anna')")
     conn.execute(f"INSERT INTO contacts SELECT * REPLACE ('c{night}' || crm_id AS crm_id, NULL AS external_id, "
                  f"'copy{night}.' || email AS email) FROM contacts WHERE {pick} = 5 AND NOT starts_with(crm_id, 'anna')")
@@ -110,9 +124,11 @@ def test_night_after_night_the_kept_pairs_are_those_a_reconciliation_from_scratc
         if night > 1:
             for conn in (kept_night, plain):
                 a_night_of_random_changes(conn, night, fillers)
-        reconcile_kept(kept_night, tmp_path, f"night-{night}")
+        made = reconcile_kept(kept_night, tmp_path, f"night-{night}").rows_made
         reconcile(plain, "kols", "contacts", run_id=f"night-{night}")
         assert kept_night.execute(RESULT).fetchall() == plain.execute(RESULT).fetchall(), f"night {night}"
+        rows = plain.execute(f"SELECT count(*) FROM {RESULT_TABLE}").fetchone()[0]
+        assert made == rows if night == 1 else made < rows / 2, f"night {night}: {made} of {rows} rows made"
         with kept_features.attached(kept_night, tmp_path, "default"):
             kept_pairs = set(kept_night.execute(f"SELECT DISTINCT a, b FROM {kept_features.PAIRS}").fetchall())
         assert kept_pairs == candidate_pairs_from_scratch(plain), f"night {night}"
@@ -120,6 +136,25 @@ def test_night_after_night_the_kept_pairs_are_those_a_reconciliation_from_scratc
     holders = [fillers + 2 for fillers in SWITCHBOARD_FILLERS]
     assert anna_compared == [count <= probable.DUPLICATE_BLOCK_CAP for count in holders] == [
         True, False, True, False, True]
+
+
+def test_rows_another_run_wrote_are_never_taken_for_the_kept_ones(tmp_path):
+    """The kept signatures stand for the rows of the run that left them: a run without the kept file (or one killed
+    between the warehouse's commit and the kept file's) leaves other rows, and the next night makes every row."""
+    kept_night, plain = warehouse(tmp_path / "kept.duckdb"), warehouse(tmp_path / "plain.duckdb")
+    rows = kept_night.execute("SELECT count(*) FROM contacts").fetchone()[0]
+    assert reconcile_kept(kept_night, tmp_path, "night-1").rows_made > rows
+    for conn in (kept_night, plain):
+        change_a_night(conn)
+    reconcile(kept_night, "kols", "contacts", run_id="night-2")  # the kept file not attached
+    for conn in (kept_night, plain):
+        a_night_of_random_changes(conn, 3, 0)
+    everything = reconcile_kept(kept_night, tmp_path, "night-3").rows_made
+    reconcile(plain, "kols", "contacts", run_id="night-3")
+    assert kept_night.execute(RESULT).fetchall() == plain.execute(RESULT).fetchall()
+    assert everything == kept_night.execute(f"SELECT count(*) FROM {RESULT_TABLE}").fetchone()[0]
+    a_night_of_random_changes(kept_night, 4, 0)
+    assert reconcile_kept(kept_night, tmp_path, "night-4").rows_made < everything / 2
 
 
 def test_only_the_contacts_that_changed_are_computed_again(tmp_path):
