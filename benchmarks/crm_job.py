@@ -13,7 +13,8 @@ duplicate sets, reports and CSVs, the write-back plan as a dry run, the `analyti
 - `second night`: the same data directory again after `--changed` of the contacts were updated through the
   stand-in's store (their Title; LastModifiedDate and SystemModstamp move as in Salesforce).
 Each run's wall time (the job from its start, the child's imports apart), peak RSS (the child's own, VmHWM: the
-job's process), CPU seconds and Dagster's step timings (the instance's step stats). The duplicate-set ids of the
+job's process), CPU seconds, Dagster's step timings (the instance's step stats) and the result rows the
+reconciliation made (every row on a first night; those whose inputs changed on a second). The duplicate-set ids of the
 contacts in a set both nights must be the same (checked, the run fails otherwise). Medians of --runs, each run
 changing another 1% of the contacts. Aims: 1M x 1M first night <= 60 s and <= 2 GB, second night <= 15 s.
 """
@@ -53,7 +54,8 @@ with dagster_instance(load_settings(data_dir=data_dir)) as instance:
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall": wall, "rss_mb": own_peak_rss_mb(), "cpu": usage.ru_utime + usage.ru_stime, "steps": steps,
                   "counts": result.counts, "kols": result.kols, "contacts": result.contacts,
-                  "duplicate_sets": result.duplicate_sets, "reconcile_seconds": result.duration_seconds}))
+                  "duplicate_sets": result.duplicate_sets, "reconcile_seconds": result.duration_seconds,
+                  "rows_made": result.rows_made}))
 """
 # Canonical contact column -> the stand-in's API field (Account.Name makes or reuses the Account when seeding).
 API_FIELDS = {"first_name": "FirstName", "last_name": "LastName", "email": "Email", "title": "Title", "phone": "Phone",
@@ -137,7 +139,8 @@ def steps_of(runs: list[dict]) -> dict[str, float]:
 def show(label: str, n: int, run: dict) -> None:
     steps = ", ".join(f"{key} {seconds:.1f}" for key, seconds in run["steps"].items())
     print(f"{label} run {n}: {run['wall']:.2f} s, peak RSS {run['rss_mb']:.0f} MB, CPU {run['cpu']:.1f} s; "
-          f"steps (s): {steps} (of which reconcile() {run['reconcile_seconds']:.1f})", flush=True)
+          f"steps (s): {steps} (of which reconcile() {run['reconcile_seconds']:.1f}, making {run['rows_made']:,} "
+          "result rows)", flush=True)
 
 
 def main() -> None:

@@ -3,7 +3,7 @@ whose inputs changed.
 
 A row of the result is a function of a few staged rows: a contact's row of its staged contact, its KOL, its
 classification, its probable match and its duplicate set; a KOL-only row of its staged KOL, the email's first KOL
-and its candidates (reconcile._signatures_sql hashes exactly these). A row whose signature is the one kept is the
+and its candidates (reconcile._signatures hashes exactly these). A row whose signature is the one kept is the
 row stored, so a night makes and writes only the rows with a new signature and deletes the rows of the signatures
 gone; the result is the same either way (tests/crm/test_kept_features.py compares it with a run from scratch).
 
