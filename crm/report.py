@@ -5,15 +5,14 @@ JS and SVG, no network) that a CRM admin can act on: the counts, the trend of pa
 status one line saying what to do and its first rows, the probable matches with both records side
 by side and the reasons, the duplicate sets, and the write-back plan (what --apply would create and
 update, and whom it leaves for review). Contact ids link to the record in Salesforce (Lightning:
-<instance>/lightning/r/Contact/<Id>/view) when the CRM is Salesforce. latest.* are copies of the
-newest. Also the markdown summary Dagster shows.
+<instance>/lightning/r/Contact/<Id>/view) when the CRM is Salesforce. latest.* are the newest, each put in place
+by a rename (a download that began before reads the file it began whole). Also the markdown summary Dagster shows.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC
 from pathlib import Path
@@ -27,6 +26,7 @@ from markupsafe import Markup, escape
 from crm import duplicates, spliced_csv, spreadsheet_csv, writeback
 from crm.tables import DEFAULT_ORG, MASTERS_TABLE, PLAN_TABLE, RESULT_TABLE, RUNS_TABLE, STATUSES
 from resources import sql
+from resources.files import link_over, remove_abandoned, replacing
 from resources.sql import sql_literal
 
 HTML_ROWS_PER_STATUS = 500
@@ -246,6 +246,7 @@ def write_reports(
     (kept_features.attached), which lets the CSV copy the last one's unchanged lines."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    remove_abandoned(directory)  # a night killed while writing a report leaves its file beside
     runs = _runs(conn, TREND_RUNS, org)
     run = runs[-1]
     stamp = run_stamp(run)
@@ -269,11 +270,12 @@ def write_reports(
             plan=_plan(conn, rows_per_status, org), writable=writable, review_url=_review_link(review_url, org),
             record_url=(record_base_url.rstrip("/") + "/lightning/r/Contact/{}/view") if record_base_url else None,
         )
-        html_path.write_text(html, encoding="utf-8")
+        with replacing(html_path) as temp:
+            temp.write_text(html, encoding="utf-8")
         every_row.result()
     for path, latest in ((csv_path, "latest.csv"), (html_path, "latest.html"), (merge_path, "latest-merge.csv"),
                          (plan_path, "latest-plan.csv")):
-        shutil.copyfile(path, directory / latest)
+        link_over(path, directory / latest)
     conn.execute(f"UPDATE {RUNS_TABLE} SET report_csv = ?, report_html = ? WHERE org = ? AND run_id = ?",
                  [str(csv_path), str(html_path), org, run["run_id"]])
     return csv_path, html_path

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from crm import spreadsheet_csv
 from resources import sql
+from resources.files import replacing
 from resources.sql import has_table, transaction
 
 LINES_TABLE = "report_csv_lines"
@@ -76,7 +77,7 @@ def write(conn: duckdb.DuckDBPyConnection, rows: Rows, path: Path, kept: str | N
     hashes: list[np.ndarray] = []  # (rows, 2): each line's row hash and id hash
     lengths: list[np.ndarray] = []
     copied = 0
-    with sql.cursor(conn) as cursor, path.open("wb", buffering=0) as out:
+    with sql.cursor(conn) as cursor, replacing(path) as temp, temp.open("wb", buffering=0) as out:
         _write_all(out, header)
         if previous is None:
             for batch in cursor.sql(f"{rows.hashed()} SELECT _h, _i, {rows.select} FROM r ORDER BY {rows.order}"

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from resources import sql
+from resources.files import replacing
 
 BATCH_ROWS = 50_000
 _FORMULA_START = r"^('*[=+\-@\t\r])"
@@ -45,9 +46,10 @@ def restore(data: Data) -> Data:
 
 def write(conn: duckdb.DuckDBPyConnection, query: str, header: Sequence[str], path: Path) -> int:
     """`query`'s rows, neutralised, as a CSV Excel opens cleanly (UTF-8 with BOM, CRLF), streamed in
-    batches on a cursor of `conn`'s current database. Returns the row count."""
+    batches on a cursor of `conn`'s current database, replacing `path` whole when done (it may be one an admin is
+    downloading). Returns the row count."""
     count = 0
-    with sql.cursor(conn) as cursor, path.open("wb") as out:
+    with sql.cursor(conn) as cursor, replacing(path) as temp, temp.open("wb") as out:
         out.write(header_line(header))
         for batch in cursor.sql(query).to_arrow_reader(BATCH_ROWS):
             if batch.num_rows:

@@ -1,10 +1,12 @@
-"""File-system helpers shared by the lake, the warehouse and the CLI: leftovers of dead processes, durable
-renames, locks that name their holder."""
+"""File-system helpers shared by the lake, the warehouse, the reports and the CLI: leftovers of dead processes,
+durable renames, files replaced whole, locks that name their holder."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,3 +78,32 @@ def atomic_write_text(path: Path, text: str) -> None:
     write_private_file(temp, text.encode())
     os.replace(temp, path)
     fsync_dir(path.parent)
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary path beside `path` for the block to write, renamed over `path` when the block ends (removed when
+    it raises): a reader of `path`, or one that opened it before, reads the old file or the new one whole."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        yield temp
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def remove_abandoned(directory: Path, pattern: str = ".*.tmp") -> None:
+    """The temporary files of `replacing` (or named as it names them) in `directory` whose process died."""
+    for temp in directory.glob(pattern):
+        pid = temp.name.split(".")[-3]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            temp.unlink(missing_ok=True)
+
+
+def link_over(source: Path, path: Path) -> None:
+    """`path` replaced, in one rename, by the file `source` (a hard link; a copy where the file system has none)."""
+    with replacing(path) as temp:
+        try:
+            os.link(source, temp)
+        except OSError:
+            shutil.copyfile(source, temp)

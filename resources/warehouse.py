@@ -30,7 +30,7 @@ from pydantic import PrivateAttr
 
 from resources.background_writer import BackgroundWriter
 from resources.digest import DIGEST_COLUMN, DIGEST_COMMENT, content_fields, digest_sql
-from resources.files import holding_lock, pid_alive
+from resources.files import holding_lock, remove_abandoned
 from resources.marts import MARTS_FILE, copy_marts_into
 from resources.orgs import DEFAULT_ORG
 from resources.process_databases import attached
@@ -545,10 +545,7 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def remove_abandoned_copies(self) -> None:
         """Half-written analytics copies of processes that died (a sync killed while publishing)."""
-        for temp in Path(self.data_dir).glob(f".{ANALYTICS_FILE}.*.tmp"):
-            pid = temp.name.split(".")[-3]
-            if pid.isdigit() and not pid_alive(int(pid)):
-                temp.unlink(missing_ok=True)
+        remove_abandoned(Path(self.data_dir), f".{ANALYTICS_FILE}.*.tmp")
 
     @contextmanager
     def writer(self, log: Any = None, *, threads: int | None = None, memory_limit: str | None = None,

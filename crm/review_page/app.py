@@ -11,11 +11,12 @@ shows only what the CRM returned for the records.
 from __future__ import annotations
 
 import math
+import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlencode
 
 import jinja2
@@ -24,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -39,6 +40,7 @@ HERE = Path(__file__).parent
 PAGE_SIZES = (25, 50, 100, 200)
 ORG_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")  # the names `commops orgs` gives (a path part of the reports)
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+DOWNLOAD_BLOCK = 1024 * 1024
 PLAN_ACTIONS = ("update", "create")
 # The report files an admin downloads here (to merge in Salesforce, or to fill in decisions in Excel).
 DOWNLOADS = {"reconciliation.csv": "latest.csv", "plan.csv": "latest-plan.csv", "merge.csv": "latest-merge.csv"}
@@ -237,10 +239,14 @@ def create_app(config: PageConfig) -> Starlette:
         if name not in DOWNLOADS or not ORG_NAME.fullmatch(org):
             return refused(request, session, "No such file.", 404)
         path = reports_dir(config.data_dir, org) / DOWNLOADS[name]
-        if not path.is_file():
+        try:
+            handle = await run_in_threadpool(open, path, "rb")
+        except (FileNotFoundError, IsADirectoryError):
             return refused(request, session, f"No {name} for organization {org!r} yet: run `commops reconcile`.", 404)
-        return Response(await run_in_threadpool(path.read_bytes), media_type="text/csv; charset=utf-8",
-                        headers={"content-disposition": f'attachment; filename="{org}-{name}"'})
+        # Streamed from the file as it was opened: a night replaces it by a rename, so this download stays whole.
+        return StreamingResponse(_blocks(handle), media_type="text/csv; charset=utf-8",
+                                 headers={"content-disposition": f'attachment; filename="{org}-{name}"',
+                                          "content-length": str(os.fstat(handle.fileno()).st_size)})
 
     # ------------------------------------------------------------------ actions
 
@@ -464,3 +470,9 @@ def _undo_window() -> int:
 
     return undo_window_days()
 
+
+def _blocks(handle: BinaryIO) -> Iterator[bytes]:
+    """The open file's bytes a block at a time (Starlette reads an iterator in its thread pool), then closed."""
+    with handle:
+        while block := handle.read(DOWNLOAD_BLOCK):
+            yield block

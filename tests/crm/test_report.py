@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import re
+import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from crm.reconcile import DEFAULT_RULES, reconcile
 from crm.writeback import plan_writeback, store_plan
+from crm import spreadsheet_csv
 from crm.report import PROBLEMS_FIRST, markdown_summary, write_reports
 from crm.tables import RESULT_TABLE, STATUSES
 from tests.crm import browser
@@ -237,3 +239,30 @@ def test_differences_are_read_whole_at_1280_and_the_page_uses_1920(reported, tmp
     assert measures["differences-overflowing"] == "0"  # no word spilling out of its cell
     assert measures["differences-words-broken"] == "0"  # and none split over two lines
     assert int(measures["body-width"]) >= width - 80  # the page takes the window's width
+
+
+def test_whoever_has_a_latest_file_open_reads_it_whole_while_the_next_night_replaces_it(tmp_path):
+    kols, contacts, _ = planted()
+    conn = duckdb.connect()
+    load(conn, kols, contacts)
+    reconcile(conn, "kols", "contacts", run_id="2026-11-24T10:00:00Z/a")
+    store_plan(conn, plan_writeback(conn, DEFAULT_RULES), "default", "2026-11-24T10:00:00Z/a")
+    write_reports(conn, tmp_path)
+    names = ("latest.csv", "latest.html", "latest-merge.csv", "latest-plan.csv")
+    before = {name: (tmp_path / name).read_bytes() for name in names}
+    opened = {name: (tmp_path / name).open("rb") for name in names}  # downloads under way
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (tmp_path / f".latest.csv.{gone.pid}.0a1b2c3d.tmp").write_bytes(b"half a file")  # a night killed while writing
+    conn.execute("DELETE FROM contacts WHERE crm_id IN (SELECT crm_id FROM contacts ORDER BY crm_id LIMIT 5)")
+    reconcile(conn, "kols", "contacts", run_id="2026-11-24T11:00:00Z/b")
+    store_plan(conn, plan_writeback(conn, DEFAULT_RULES), "default", "2026-11-24T11:00:00Z/b")
+    csv_path, html_path = write_reports(conn, tmp_path)
+    spreadsheet_csv.write(conn, "SELECT 'after' AS merge", ["merge"], tmp_path / "latest-merge.csv")  # an admin's choice
+    for name, handle in opened.items():
+        with handle:
+            assert handle.read() == before[name], name
+    assert (tmp_path / "latest.csv").read_bytes() == csv_path.read_bytes() != before["latest.csv"]
+    assert (tmp_path / "latest.html").read_bytes() == html_path.read_bytes()
+    assert (tmp_path / "latest-merge.csv").read_bytes().endswith(b"after\r\n")
+    assert not [path.name for path in tmp_path.iterdir() if path.name.startswith(".")]  # no temporary file is left

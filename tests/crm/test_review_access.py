@@ -12,10 +12,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from crm.report import reports_dir
 from crm.review_page.access import COOKIE, CSP, SIGN_IN_LIMIT, SIGN_IN_WINDOW
 from crm.review_page.server import ReviewServer, page_config
 from crm.review_page.settings import ReviewSettings, local_user
 from http_serving.sockets import free_port
+from resources.files import link_over
 from tests.processes import wait_for_url
 
 
@@ -175,3 +177,25 @@ def test_commops_review_rejects_a_malformed_user_list_in_one_line(tmp_path):
                              env=env, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1
     assert "COMMOPS_REVIEW_USERS: each item is name=password" in refused.stderr
+
+
+def test_a_download_gets_the_file_it_started_whole_when_a_night_replaces_it_meanwhile(page, tmp_path):
+    reports = reports_dir(tmp_path, "default")
+    reports.mkdir(parents=True)
+    night = [reports / "reconciliation-1.csv", reports / "reconciliation-2.csv"]
+    for n, path in enumerate(night):  # larger than the sockets' buffers: the page is still reading when it changes
+        path.write_bytes(b"".join(b"row %d of night %d\r\n" % (i, n) for i in range(400_000)))
+    link_over(night[0], reports / "latest.csv")
+    with httpx.Client(base_url=page.url) as client:
+        client.get("/login", params={"token": page.config.access.token})
+        assert client.get("/o/default/files/nothing.csv").status_code == 404
+        with client.stream("GET", "/o/default/files/reconciliation.csv") as download:
+            assert download.status_code == 200
+            assert download.headers["content-disposition"] == 'attachment; filename="default-reconciliation.csv"'
+            chunks = download.iter_bytes()
+            received = next(chunks)
+            link_over(night[1], reports / "latest.csv")  # the next night's report, as write_reports puts it
+            received += b"".join(chunks)
+        assert int(download.headers["content-length"]) == len(received)
+        assert received == night[0].read_bytes()
+        assert client.get("/o/default/files/reconciliation.csv").content == night[1].read_bytes()
