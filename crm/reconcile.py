@@ -194,6 +194,7 @@ def reconcile(
     _stage(conn, kols_relation, contacts_relation, mapping)
     _contact_rows(conn)
     sets = _probable(conn, kols_relation, contacts_relation, match_threshold, rejected, kept)
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_lone AS {_LONE_KOLS}")
     compared, stamp = False, kept_result.stamp(_source(), mapping)
     if kept:
         _signatures(conn)
@@ -376,9 +377,9 @@ WITH differing AS MATERIALIZED (
 {_differences_sql(rules)}""")
 
 
-# The KOLs no contact row counts (kol_primary), with the email's first KOL: the KOL-only rows.
+# _crm_lone: the KOLs no contact row counts (kol_primary), with the email's first KOL: the KOL-only rows.
 _LONE_KOLS = """
-SELECT k.*, e.kol_id AS email_first,
+SELECT k.kol_id, k.h, k.email_n, k.kol_email, k.kol_name, k.kol_institution, e.kol_id AS email_first,
        CASE WHEN k.email_n IS NULL THEN 'no_email'
             WHEN k.kol_id <> e.kol_id THEN 'duplicate_in_kols'
             ELSE 'missing_in_crm' END AS status
@@ -391,7 +392,7 @@ def _signatures(conn: duckdb.DuckDBPyConnection) -> None:
     """_crm_sig (crm_id, kol_id, sig): a hash of everything _rows_sql reads to make each row (kept_result.py): of a
     contact's row, its staged contact and KOL rows (their hashes, h), its _crm_rows, _pm_match and _dup_sets rows;
     of a KOL-only row, its staged KOL, the email's first KOL and its _pm_candidates row."""
-    conn.execute(f"""
+    conn.execute("""
 CREATE OR REPLACE TEMP TABLE _crm_sig AS
 SELECT r.crm_id, NULL::VARCHAR AS kol_id,
        hash(c.h, r.email_kol, r.shared, r.kol_primary, r.status0, m.crm_id, m.kol_id, m.kol_primary, m.score,
@@ -400,7 +401,7 @@ FROM _crm_rows r JOIN _crm_c c USING (crm_id) LEFT JOIN _pm_match m USING (crm_i
 LEFT JOIN _crm_k k ON k.kol_id = coalesce(r.email_kol, m.kol_id) LEFT JOIN _dup_sets d USING (crm_id)
 UNION ALL
 SELECT NULL, l.kol_id, hash(l.h, l.email_first, c.candidates::VARCHAR, c.review)
-FROM ({_LONE_KOLS}) l LEFT JOIN _pm_candidates c USING (kol_id)""")
+FROM _crm_lone l LEFT JOIN _pm_candidates c USING (kol_id)""")
 
 
 @lru_cache(maxsize=1)
@@ -414,7 +415,6 @@ def _rows_sql(only_dirty: bool) -> str:
     contacts, kols = ("WHERE crm_id IN (SELECT crm_id FROM _crm_dirty WHERE crm_id IS NOT NULL)",
                       "WHERE l.kol_id IN (SELECT kol_id FROM _crm_dirty WHERE crm_id IS NULL)") if only_dirty else ("", "")
     return f"""
-WITH lone_kols AS ({_LONE_KOLS})
 SELECT CASE WHEN m.crm_id IS NOT NULL THEN 'probable_match'
             WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
             ELSE status0 END AS status,
@@ -447,7 +447,7 @@ SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external
        END AS note,
        NULL::DOUBLE AS match_score, NULL AS score_band, NULL::JSON AS match_reasons, coalesce(c.review, false) AS needs_review,
        NULL AS duplicate_set_id, NULL AS suggested_master, NULL AS master_reason
-FROM lone_kols l LEFT JOIN _pm_candidates c USING (kol_id)
+FROM _crm_lone l LEFT JOIN _pm_candidates c USING (kol_id)
 {kols}""".replace("SCORE_BAND", score_band_sql("m.score"))
 
 
