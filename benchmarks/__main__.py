@@ -734,10 +734,11 @@ def write_page(results: dict, chart: str | None) -> str:
         lines += ["> **Quick smoke run** (`--quick`: 10,000 KOLs, 2 runs): it proves the harness end to end; "
                   "its figures are not the ones the aims are about. The full run replaces this page.", ""]
     commands = results.get("commands") or [results["command"]]
+    dates = results.get("command_dates") or [None] * (len(commands) - 1) + [results["date"]]
     lines += [
-        f"Measured {results['date']} with " + " then ".join(
-            f"`{c}`" + (f" ({seconds / 60:.0f} min)" if seconds else "")
-            for c, seconds in zip(commands, [*results.get("command_seconds", []), *[None] * len(commands)])),
+        "Measured with " + " then ".join(
+            f"`{c}` (" + ", ".join(part for part in (date, seconds and f"{seconds / 60:.0f} min") if part) + ")"
+            for c, date, seconds in zip(commands, dates, [*results.get("command_seconds", []), *[None] * len(commands)])),
         "",
         "What the figures mean, and why each missed aim is missed: [benchmarks-findings.md](benchmarks-findings.md).",
         "",
@@ -1203,7 +1204,7 @@ def main() -> None:
     parser.add_argument("--no-airbyte", action="store_true",
                         help=f"leave PyAirbyte out (else its venv is made on first use: {peer_airbyte.venv_dir()})")
     parser.add_argument("--merge", action="store_true",
-                        help="keep the sections of docs/benchmarks.json this run does not measure (a full run in parts)")
+                        help="keep the sections, and our scripts, of docs/benchmarks.json this run does not measure (a full run in parts)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     parser.add_argument("--render", action="store_true",
                         help="only write docs/benchmarks.md and the chart again from docs/benchmarks.json")
@@ -1249,8 +1250,10 @@ def main() -> None:
             raise SystemExit(f"--merge: docs/benchmarks.json was measured at {results.get('kols')} KOLs, "
                              f"this run at {args.kols}: run with the same --kols or without --merge")
     commands = [c for c in results.get("commands", [results["command"]] if "command" in results else [])]
-    results.update({"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "command": command,
-                    "commands": commands + [command], "quick": args.quick, "kols": args.kols, "runs": args.runs,
+    dates, now = results.get("command_dates") or [results.get("date")] * len(commands), datetime.now(UTC)
+    results.update({"date": now.strftime("%Y-%m-%d %H:%M UTC"), "command": command,
+                    "commands": commands + [command], "command_dates": [*dates, now.strftime("%Y-%m-%d %H:%M UTC")],
+                    "quick": args.quick, "kols": args.kols, "runs": args.runs,
                     "machine": machine(), "dlt_format": formats, "hostile_dlt_format": hostile_formats,
                     "airbyte": airbyte})
     results.setdefault("peer_setup", {}).update(peer_setup(sorted(set(peers) | set(hostile_peers))))
@@ -1289,7 +1292,12 @@ def main() -> None:
                                       args.seed_cache))
         if "ours" in only:
             print("\n== our own benchmark scripts ==", flush=True)
-            save("ours", bench_ours(args, work))
+            ours = bench_ours(args, work)
+            if args.merge:  # the scripts left out keep their figures from the run merged into
+                kept = results.get("ours") or {}
+                ours = {name: kept.get(name, figures) if figures.get("why", "").startswith("left out") else figures
+                        for name, figures in ours.items()}
+            save("ours", ours)
     results["total_seconds"] = round(time.perf_counter() - started, 1)
     results["command_seconds"] = results.get("command_seconds", [None] * len(commands)) + [results["total_seconds"]]
     results["rusage_children_max_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
