@@ -74,9 +74,8 @@ def fsync_dir(path: Path) -> None:
 def atomic_write_text(path: Path, text: str) -> None:
     """Replace `path` with `text` so a reader sees the old file or the new one, never half of it; the new
     file is owner-only (the rename keeps the temporary file's mode)."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write_private_file(temp, text.encode())
-    os.replace(temp, path)
+    with replacing(path) as temp:
+        write_private_file(temp, text.encode())
     fsync_dir(path.parent)
 
 

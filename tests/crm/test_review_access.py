@@ -184,7 +184,7 @@ def test_a_download_gets_the_file_it_started_whole_when_a_night_replaces_it_mean
     reports.mkdir(parents=True)
     night = [reports / "reconciliation-1.csv", reports / "reconciliation-2.csv"]
     for n, path in enumerate(night):  # larger than the sockets' buffers: the page is still reading when it changes
-        path.write_bytes(b"".join(b"row %d of night %d\r\n" % (i, n) for i in range(400_000)))
+        path.write_bytes(b"".join(b"row %d of night %d\r\n" % (i, n) for i in range(1_000_000)))
     link_over(night[0], reports / "latest.csv")
     with httpx.Client(base_url=page.url) as client:
         client.get("/login", params={"token": page.config.access.token})
