@@ -1295,8 +1295,7 @@ def main() -> None:
             ours = bench_ours(args, work)
             if args.merge:  # the scripts left out keep their figures from the run merged into
                 kept = results.get("ours") or {}
-                ours = {name: kept.get(name, figures) if figures.get("why", "").startswith("left out") else figures
-                        for name, figures in ours.items()}
+                ours = {name: kept.get(name, figures) if name in args.skip else figures for name, figures in ours.items()}
             save("ours", ours)
     results["total_seconds"] = round(time.perf_counter() - started, 1)
     results["command_seconds"] = results.get("command_seconds", [None] * len(commands)) + [results["total_seconds"]]

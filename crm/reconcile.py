@@ -195,8 +195,9 @@ def reconcile(
     _contact_rows(conn)
     sets = _probable(conn, kols_relation, contacts_relation, match_threshold, rejected, kept)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_lone AS {_LONE_KOLS}")
-    compared, stamp = False, kept_result.stamp(_source(), mapping)
+    compared = False
     if kept:
+        stamp = kept_result.stamp(_source(), mapping)
         _signatures(conn)
         compared = kept_result.usable(conn, kept, org, stamp)
         if compared:
@@ -363,7 +364,7 @@ def _differences(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple
     for those, a few percent of the pairs), in the one join that brings the two sides' raw values together;
     `only_dirty`: of the contacts of _crm_dirty alone."""
     raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
-    dirty = " AND r.crm_id IN (SELECT crm_id FROM _crm_dirty WHERE crm_id IS NOT NULL)" if only_dirty else ""
+    dirty = f" AND r.crm_id IN {_DIRTY_CONTACTS}" if only_dirty else ""
     sides = ", ".join(f"k.v{i} AS k_v{i}, c.v{i} AS c_v{i}" for i in range(len(rules)))
     phones = "".join(f", CASE WHEN k_v{i} IS DISTINCT FROM c_v{i} THEN crm_phone_national(k_v{i}) END AS kp{i}"
                      f", CASE WHEN k_v{i} IS DISTINCT FROM c_v{i} THEN crm_phone_national(c_v{i}) END AS cp{i}"
@@ -376,6 +377,10 @@ WITH differing AS MATERIALIZED (
 ), keyed AS MATERIALIZED (SELECT *{phones} FROM differing)
 {_differences_sql(rules)}""")
 
+
+# The contacts and the KOLs (of KOL-only rows) whose rows a night makes when it compared signatures (kept_result).
+_DIRTY_CONTACTS = "(SELECT crm_id FROM _crm_dirty WHERE crm_id IS NOT NULL)"
+_DIRTY_KOLS = "(SELECT kol_id FROM _crm_dirty WHERE crm_id IS NULL)"
 
 # _crm_lone: the KOLs no contact row counts (kol_primary), with the email's first KOL: the KOL-only rows.
 _LONE_KOLS = """
@@ -412,8 +417,7 @@ def _source() -> str:
 
 def _rows_sql(only_dirty: bool) -> str:
     """Every output row (status .. master_reason) from the staged tables; `only_dirty`: those of _crm_dirty."""
-    contacts, kols = ("WHERE crm_id IN (SELECT crm_id FROM _crm_dirty WHERE crm_id IS NOT NULL)",
-                      "WHERE l.kol_id IN (SELECT kol_id FROM _crm_dirty WHERE crm_id IS NULL)") if only_dirty else ("", "")
+    contacts, kols = (f"WHERE crm_id IN {_DIRTY_CONTACTS}", f"WHERE l.kol_id IN {_DIRTY_KOLS}") if only_dirty else ("", "")
     return f"""
 SELECT CASE WHEN m.crm_id IS NOT NULL THEN 'probable_match'
             WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
