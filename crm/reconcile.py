@@ -26,7 +26,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -34,7 +34,7 @@ from typing import Literal
 import duckdb
 import pyarrow as pa
 
-from crm import duplicates, features, kept_features, kept_result, normalize, probable
+from crm import duplicates, features, kept_features, kept_result, kept_stage, normalize, probable
 from crm.tables import (CONTACTS_TABLE, DEFAULT_ORG, RESULT_TABLE, RUNS_TABLE, STATUSES, column_names, ensure_tables,
                         score_band_sql)
 from resources.crm.mapping import CONTACT_SCHEMA, NOT_WRITTEN
@@ -117,6 +117,7 @@ class ReconciliationResult(MetadataRecord):
     report_csv: Path | None = None
     duration_seconds: float = 0.0
     rows_made: int = 0  # rows of the result made by the run: every row, or (kept signatures) those whose inputs changed
+    rows_staged: int = 0  # KOLs and contacts staged by the run: every one, or (kept sides) those that changed
 
 
 def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal["kol", "crm"]) -> str:
@@ -135,7 +136,7 @@ def _differences_sql(rules: list[FieldRule] | tuple[FieldRule, ...]) -> str:
 
     Most pairs carry identical raw values, so a CASE compares the raw values first and computes
     the normalized keys only for the rest (DuckDB evaluates a CASE branch only for its rows), once
-    per field (s{i}). Phone keys come as columns kp{i} / cp{i} (computed by _contact_rows):
+    per field (s{i}). Phone keys come as columns kp{i} / cp{i} (computed by _differences):
     crm_same_phone names each argument several times, and a macro repeats its argument's whole
     regex chain at every mention. The JSON is written as text, and only for the rows with a
     difference: a list of structs through to_json cost twice as much (~2 s CPU at 1M contacts)."""
@@ -191,13 +192,13 @@ def reconcile(
     reconciled_at = datetime.now(UTC)
     normalize.register(conn)
     ensure_tables(conn)
-    _stage(conn, kols_relation, contacts_relation, mapping)
-    _contact_rows(conn)
+    stamp = kept_result.stamp(_source(), mapping) if kept else ""
+    rows_staged, since = _stage(conn, kols_relation, contacts_relation, mapping, kept, stamp, run_id)
+    _contact_rows(conn, kept, stamp, run_id, since)
     sets = _probable(conn, kols_relation, contacts_relation, match_threshold, rejected, kept)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_lone AS {_LONE_KOLS}")
     compared = False
     if kept:
-        stamp = kept_result.stamp(_source(), mapping)
         _signatures(conn)
         compared = kept_result.usable(conn, kept, org, stamp)
         if compared:
@@ -230,7 +231,7 @@ def reconcile(
                 f"UNION ALL SELECT 'VIEW', view_name AS name FROM duckdb_views() WHERE temporary AND {staged}").fetchall():
             conn.execute(f"DROP {kind} IF EXISTS {name}")
     return ReconciliationResult(run_id, reconciled_at, source, int(kols), int(contacts), counts, int(review), int(sets),
-                                duration_seconds=duration, rows_made=int(made))
+                                duration_seconds=duration, rows_made=int(made), rows_staged=rows_staged)
 
 
 def _result_rows(conn: duckdb.DuckDBPyConnection, only_dirty: bool) -> None:
@@ -305,42 +306,84 @@ WHERE (k.email_n IS NULL OR e.kol_id = k.kol_id)
     return sets
 
 
-def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...]) -> None:
+def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: list[FieldRule] | tuple[FieldRule, ...],
+           kept: str | None, stamp: str, run_id: str) -> tuple[int, str | None]:
     """Stage both sides (_crm_k, _crm_c) with their email keys and a hash (h) of the rest of each row (the email key
-    is made from the email), and the email -> KOL table (_crm_e)."""
-    hashed = "SELECT *, hash(*COLUMNS(* EXCLUDE (email_n))) AS h FROM"
-    conn.execute(f"""
-CREATE OR REPLACE TEMP TABLE _crm_k AS {hashed} (
-SELECT id AS kol_id, email AS kol_email, crm_email_ascii(email) AS email_n, full_name AS kol_name,
-       institution AS kol_institution, {_side_columns(rules, "kol")}
-FROM {kols} WHERE is_archived IS NOT TRUE)""")
-    normalize.fold_emails(conn, "_crm_k", "kol_email", "email_n")
-    conn.execute(f"""
-CREATE OR REPLACE TEMP TABLE _crm_c AS {hashed} (
-SELECT crm_id, email AS crm_email, crm_email_ascii(email) AS email_n, NULLIF(trim(external_id), '') AS external_id,
-       NULLIF(concat_ws(' ', first_name, last_name), '') AS crm_name, institution AS crm_institution,
-       first_name, last_name, {_side_columns(rules, "crm")}
-FROM {contacts})""")
-    normalize.fold_emails(conn, "_crm_c", "crm_email", "email_n")
+    is made from the email), and the email -> KOL table (_crm_e). With `kept`, the sides are those kept (kept_stage.py),
+    brought up to date by staging the rows that changed. Returns the number of rows staged, and the run whose staging
+    both sides were brought up to date from (None: staged whole)."""
+    staged_rows, since = 0, set()
+    for name, side, source in (("_crm_k", _KOL_SIDE, kols), ("_crm_c", _CONTACT_SIDE, contacts)):
+        staged = partial(side.sql, source, rules)
+        if kept:
+            outcome = kept_stage.stage(conn, kept, side.kept_table, staged, side.key, side.source_key, side.email, stamp,
+                                       run_id, f"_crm_changed_{side.kept_table.removeprefix('staged_')}")
+            staged_rows += outcome.rows
+            since.add(outcome.since)
+            conn.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {kept}.{side.kept_table}")
+        else:
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {staged('true')}")
+            normalize.fold_emails(conn, name, side.email, "email_n")
+            staged_rows += conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+            since.add(None)
     # The email's KOL (the smallest id when KOLs share an email).
     conn.execute("""
 CREATE OR REPLACE TEMP TABLE _crm_e AS
 SELECT email_n, min(kol_id) AS kol_id, count(*) AS kols FROM _crm_k WHERE email_n IS NOT NULL GROUP BY email_n""")
+    return int(staged_rows), since.pop() if len(since) == 1 else None
 
 
-def _contact_rows(conn: duckdb.DuckDBPyConnection) -> None:
-    """_crm_rows: one narrow row per contact (ids, status, kol_primary), in one join and one aggregate per KOL. The
-    wide columns are joined once, by _rows_sql, for the final rows: carrying them through the joins and the
-    aggregate made DuckDB spill at 1M rows."""
-    conn.execute("""
-CREATE OR REPLACE TEMP TABLE _crm_rows AS
+@dataclass(frozen=True)
+class _Side:
+    """How one side is staged: its columns (`columns`, SQL over its source with the mapped values added), its id
+    (`key`, from the source's `source_key`), its raw email and the name of its kept table."""
+
+    columns: str
+    key: str
+    source_key: str
+    email: str
+    kept_table: str
+    side: Literal["kol", "crm"]
+    only: str = "true"  # a condition on the source's rows
+
+    def sql(self, source: str, rules: list[FieldRule] | tuple[FieldRule, ...], where: str) -> str:
+        """The staged rows of `source` meeting `where`, with h, the hash of every column but the email key."""
+        return (f"SELECT *, hash(*COLUMNS(* EXCLUDE (email_n))) AS h FROM (SELECT {self.columns}, "
+                f"{_side_columns(rules, self.side)} FROM {source} WHERE {self.only} AND ({where}))")
+
+
+_KOL_SIDE = _Side("id AS kol_id, email AS kol_email, crm_email_ascii(email) AS email_n, full_name AS kol_name, "
+                  "institution AS kol_institution", "kol_id", "id", "kol_email", "staged_kols", "kol",
+                  only="is_archived IS NOT TRUE")
+_CONTACT_SIDE = _Side("crm_id, email AS crm_email, crm_email_ascii(email) AS email_n, "
+                      "NULLIF(trim(external_id), '') AS external_id, "
+                      "NULLIF(concat_ws(' ', first_name, last_name), '') AS crm_name, institution AS crm_institution, "
+                      "first_name, last_name", "crm_id", "crm_id", "crm_email", "staged_contacts", "crm")
+
+
+def _contact_rows(conn: duckdb.DuckDBPyConnection, kept: str | None, stamp: str, run_id: str,
+                  since: str | None) -> None:
+    """_crm_rows: one narrow row per contact (ids, status, kol_primary), made by _classify_sql; with `kept`, the
+    kept rows of the contacts nothing touched since run `since` and the others made again (kept_stage.classify)."""
+    if kept:
+        kept_stage.classify(conn, kept, _classify_sql, stamp, run_id, since, "_crm_changed_contacts",
+                            "_crm_changed_kols")
+    else:
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_rows AS {_classify_sql('_crm_c')}")
+
+
+def _classify_sql(contacts: str) -> str:
+    """The classification of the staged contacts of `contacts` (all of their KOLs' contacts, for the counts), in one
+    join and one aggregate per KOL. The wide columns are joined once, by _rows_sql, for the final rows: carrying them
+    through the joins and the aggregate made DuckDB spill at 1M rows."""
+    return f"""
 WITH classified AS MATERIALIZED (
   -- email_kol: the KOL of the contact's email, else the KOL its external id names (a pair an admin confirmed).
   SELECT c.crm_id, coalesce(e.kol_id, x.kol_id) AS email_kol,
          CASE WHEN c.external_id IS NOT NULL AND x.kol_id IS NULL THEN 'orphan_in_crm'
               WHEN c.external_id IS NOT NULL AND e.kol_id IS NOT NULL AND c.external_id <> e.kol_id THEN 'id_conflict'
               WHEN e.kol_id IS NULL AND x.kol_id IS NULL THEN 'crm_only' END AS pre
-  FROM _crm_c c LEFT JOIN _crm_e e ON e.email_n = c.email_n
+  FROM {contacts} c LEFT JOIN _crm_e e ON e.email_n = c.email_n
   LEFT JOIN (SELECT kol_id FROM _crm_k) x ON x.kol_id = c.external_id
 ),
 -- Per KOL: its remaining (unclassified) contacts and the contact it is counted on. A hash
@@ -355,7 +398,7 @@ per_kol AS (
 SELECT c.crm_id, c.email_kol, p.shared,
        CASE WHEN c.email_kol IS NOT NULL THEN c.crm_id = p.primary_crm END AS kol_primary,
        CASE WHEN c.pre IS NOT NULL THEN c.pre WHEN p.shared > 1 THEN 'duplicate_in_crm' ELSE 'pair' END AS status0
-FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol""")
+FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol"""
 
 
 def _differences(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from crm import duplicates, features, kept_features, normalize, probable
+from crm import duplicates, features, kept_features, kept_stage, normalize, probable
 from crm.reconcile import ReconciliationResult, reconcile
 from crm.salesforce_standin.discrepancies import generate_kols_sql, plant_discrepancies_sql
 from crm.tables import RESULT_TABLE
@@ -178,6 +178,75 @@ def test_only_the_contacts_that_changed_are_computed_again(tmp_path):
         assert kept_features.build(conn, "contacts", "_pm_contacts") == contacts - 1
 
 
+def staged_sides(conn: duckdb.DuckDBPyConnection, data_dir) -> list[list[tuple]]:
+    with kept_features.attached(conn, data_dir, "default") as kept:
+        return [conn.execute(f"SELECT * FROM {kept}.{side} ORDER BY ALL").fetchall()
+                for side in ("staged_kols", "staged_contacts")]
+
+
+def changed_rows(conn: duckdb.DuckDBPyConnection, before: str) -> int:
+    """The active KOLs and the contacts that are new or differ from their copies in the attached database `before`."""
+    return conn.execute(f"""SELECT (SELECT count(*) FROM (FROM kols WHERE is_archived IS NOT TRUE
+                                                            EXCEPT FROM {before}.kols WHERE is_archived IS NOT TRUE))
+                                 + (SELECT count(*) FROM (FROM contacts EXCEPT FROM {before}.contacts))""").fetchone()[0]
+
+
+def test_a_night_stages_only_the_kols_and_contacts_that_changed(tmp_path):
+    conn = warehouse(tmp_path / "w.duckdb")
+    active, contacts = conn.execute("SELECT (SELECT count(*) FROM kols WHERE is_archived IS NOT TRUE), "
+                                    "(SELECT count(*) FROM contacts)").fetchone()
+    assert reconcile_kept(conn, tmp_path, "night-1").rows_staged == active + contacts
+    conn.execute(f"ATTACH '{tmp_path / 'before.duckdb'}' AS before")
+    conn.execute("CREATE TABLE before.kols AS FROM kols; CREATE TABLE before.contacts AS FROM contacts")
+    a_night_of_random_changes(conn, 2, 3)
+    changed = changed_rows(conn, "before")
+    assert 0 < changed < (active + contacts) / 5
+    assert reconcile_kept(conn, tmp_path, "night-2").rows_staged == changed
+    # what is kept is what staging every row gives
+    scratch = tmp_path / "scratch"
+    reconcile_kept(conn, scratch, "night-2-scratch")
+    assert staged_sides(conn, tmp_path) == staged_sides(conn, scratch)
+    # rows staged by other code (an upgrade) are staged again
+    with kept_features.attached(conn, tmp_path, "default") as kept:
+        for side in ("staged_kols", "staged_contacts"):
+            conn.execute(f"UPDATE {kept}.{side}{kept_stage.STATE} SET stamp = 'older code'")
+    assert reconcile_kept(conn, tmp_path, "night-3").rows_staged == conn.execute(
+        "SELECT (SELECT count(*) FROM kols WHERE is_archived IS NOT TRUE) + (SELECT count(*) FROM contacts)").fetchone()[0]
+
+
+def test_a_night_killed_between_staging_and_classifying_is_classified_whole_the_next(tmp_path):
+    kept_night, plain = warehouse(tmp_path / "kept.duckdb"), warehouse(tmp_path / "plain.duckdb")
+    reconcile_kept(kept_night, tmp_path, "night-1")
+    with kept_features.attached(kept_night, tmp_path, "default") as kept:
+        for table in (kept_stage.CLASSIFIED, kept_stage.CLASSIFIED + kept_stage.STATE):
+            kept_night.execute(f"CREATE TABLE night_1_{table} AS FROM {kept}.{table}")
+    for conn in (kept_night, plain):
+        a_night_of_random_changes(conn, 2, 0)
+    reconcile_kept(kept_night, tmp_path, "night-2")
+    with kept_features.attached(kept_night, tmp_path, "default") as kept:  # as if night 2 died before classifying
+        for table in (kept_stage.CLASSIFIED, kept_stage.CLASSIFIED + kept_stage.STATE):
+            kept_night.execute(f"CREATE OR REPLACE TABLE {kept}.{table} AS FROM night_1_{table}")
+    for conn in (kept_night, plain):
+        a_night_of_random_changes(conn, 3, 0)
+    reconcile_kept(kept_night, tmp_path, "night-3")
+    reconcile(plain, "kols", "contacts", run_id="night-3")
+    assert kept_night.execute(RESULT).fetchall() == plain.execute(RESULT).fetchall()
+
+
+def test_a_contact_without_an_id_leaves_no_stale_staged_row(tmp_path):
+    kept_night, plain = warehouse(tmp_path / "kept.duckdb"), warehouse(tmp_path / "plain.duckdb")
+    for conn in (kept_night, plain):
+        conn.execute("UPDATE contacts SET crm_id = NULL WHERE crm_id = (SELECT min(crm_id) FROM contacts)")
+    reconcile_kept(kept_night, tmp_path, "night-1")
+    for conn in (kept_night, plain):
+        conn.execute("UPDATE contacts SET title = 'Dean of Medicine' WHERE crm_id IS NULL")
+    reconcile_kept(kept_night, tmp_path, "night-2")
+    reconcile(plain, "kols", "contacts", run_id="night-2")
+    assert kept_night.execute(RESULT).fetchall() == plain.execute(RESULT).fetchall()
+    reconcile_kept(kept_night, tmp_path / "scratch", "night-2-scratch")
+    assert staged_sides(kept_night, tmp_path) == staged_sides(kept_night, tmp_path / "scratch")
+
+
 def test_an_unreadable_kept_file_is_computed_again(tmp_path):
     path = kept_features.kept_path(tmp_path, "default")
     path.parent.mkdir()
@@ -203,3 +272,15 @@ def test_erasure_deletes_the_kept_file_holding_the_person(tmp_path, org, erased)
     assert path.exists() is not erased
     assert [f.rows > 0 for f in found] == ([True] if erased else [])
     assert len(store.locate(Subject(emails=(email,)))) == (0 if erased else 1)
+
+
+def test_erasure_of_a_kol_no_contact_matches_deletes_the_kept_file_holding_it(tmp_path):
+    conn = warehouse(tmp_path / "w.duckdb")
+    reconcile_kept(conn, tmp_path, "night-1")
+    kol_id, email = conn.execute(f"SELECT kol_id, kol_email FROM {RESULT_TABLE} WHERE status = 'missing_in_crm' "
+                                 "ORDER BY kol_id LIMIT 1").fetchone()
+    conn.close()
+    store = KeptFeatures(tmp_path)
+    assert [f.rows > 0 for f in store.locate(Subject(kol_ids=(kol_id,)))] == [True]
+    store.erase(Subject(kol_ids=(kol_id,), emails=(email,), org="default"))
+    assert not kept_features.kept_path(tmp_path, "default").exists()
