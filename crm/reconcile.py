@@ -282,11 +282,11 @@ def _probable(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, thresho
               rejected: pa.Table | None, kept: str | None) -> int:
     """The second pass (probable.py, duplicates.py): _pm_match, _pm_candidates and _dup_sets; returns the
     number of duplicate sets."""
+    # The KOL pool: each email's first KOL and the KOLs without an email, less those a contact row counts.
     conn.execute("""
 CREATE OR REPLACE TEMP TABLE _pm_kpool AS
-SELECT k.kol_id AS id FROM _crm_k k LEFT JOIN _crm_e e ON e.email_n = k.email_n
-WHERE (k.email_n IS NULL OR e.kol_id = k.kol_id)
-  AND k.kol_id NOT IN (SELECT email_kol FROM _crm_rows WHERE kol_primary)""")
+SELECT kol_id AS id FROM (SELECT kol_id FROM _crm_e UNION ALL SELECT kol_id FROM _crm_k WHERE email_n IS NULL)
+WHERE kol_id NOT IN (SELECT email_kol FROM _crm_rows WHERE kol_primary)""")
     conn.execute("CREATE OR REPLACE TEMP TABLE _pm_cpool_ids AS SELECT crm_id FROM _crm_rows WHERE status0 = 'crm_only'")
     rejected = rejected if rejected is not None else pa.table({"kol_id": pa.array([], pa.string()),
                                                                "crm_id": pa.array([], pa.string())})
