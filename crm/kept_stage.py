@@ -108,9 +108,9 @@ UNION SELECT crm_id FROM _crm_c WHERE external_id IN (SELECT kol_id FROM {kols}_
         # and every contact of a KOL one of them had or has: its count and counted contact may move
         conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _kc_again AS
-WITH kols AS (SELECT email_kol FROM {table} WHERE crm_id IN (SELECT crm_id FROM _kc_touched)
-              UNION SELECT email_kol FROM _kc_first)
-SELECT crm_id FROM _kc_touched UNION SELECT crm_id FROM {table} WHERE email_kol IN (SELECT email_kol FROM kols)""")
+WITH their_kols AS (SELECT email_kol FROM {table} WHERE crm_id IN (SELECT crm_id FROM _kc_touched)
+                   UNION SELECT email_kol FROM _kc_first)
+SELECT crm_id FROM _kc_touched UNION SELECT crm_id FROM {table} WHERE email_kol IN (SELECT email_kol FROM their_kols)""")
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _kc_rows AS {classified('(SELECT * FROM _crm_c WHERE crm_id IN (SELECT crm_id FROM _kc_again))')}")
         with transaction(conn):
             conn.execute(f"DELETE FROM {table} WHERE crm_id IN (SELECT crm_id FROM _kc_again)")

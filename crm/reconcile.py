@@ -317,7 +317,7 @@ def _stage(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, rules: lis
         staged = partial(side.sql, source, rules)
         if kept:
             outcome = kept_stage.stage(conn, kept, side.kept_table, staged, side.key, side.source_key, side.email, stamp,
-                                       run_id, f"_crm_changed_{side.kept_table.removeprefix('staged_')}")
+                                       run_id, side.changes)
             staged_rows += outcome.rows
             since.add(outcome.since)
             conn.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {kept}.{side.kept_table}")
@@ -335,14 +335,16 @@ SELECT email_n, min(kol_id) AS kol_id, count(*) AS kols FROM _crm_k WHERE email_
 
 @dataclass(frozen=True)
 class _Side:
-    """How one side is staged: its columns (`columns`, SQL over its source with the mapped values added), its id
-    (`key`, from the source's `source_key`), its raw email and the name of its kept table."""
+    """How one side is staged: its columns (SQL over its source; the mapped fields' values follow them), its id
+    (`key`, the source's `source_key`), its raw email, its kept table, and the prefix of the TEMP tables its changes
+    are left in (kept_stage.Staged)."""
 
     columns: str
     key: str
     source_key: str
     email: str
     kept_table: str
+    changes: str
     side: Literal["kol", "crm"]
     only: str = "true"  # a condition on the source's rows
 
@@ -353,12 +355,13 @@ class _Side:
 
 
 _KOL_SIDE = _Side("id AS kol_id, email AS kol_email, crm_email_ascii(email) AS email_n, full_name AS kol_name, "
-                  "institution AS kol_institution", "kol_id", "id", "kol_email", "staged_kols", "kol",
-                  only="is_archived IS NOT TRUE")
+                  "institution AS kol_institution", "kol_id", "id", "kol_email", "staged_kols", "_crm_changed_kols",
+                  "kol", only="is_archived IS NOT TRUE")
 _CONTACT_SIDE = _Side("crm_id, email AS crm_email, crm_email_ascii(email) AS email_n, "
                       "NULLIF(trim(external_id), '') AS external_id, "
                       "NULLIF(concat_ws(' ', first_name, last_name), '') AS crm_name, institution AS crm_institution, "
-                      "first_name, last_name", "crm_id", "crm_id", "crm_email", "staged_contacts", "crm")
+                      "first_name, last_name", "crm_id", "crm_id", "crm_email", "staged_contacts",
+                      "_crm_changed_contacts", "crm")
 
 
 def _contact_rows(conn: duckdb.DuckDBPyConnection, kept: str | None, stamp: str, run_id: str,
@@ -366,8 +369,7 @@ def _contact_rows(conn: duckdb.DuckDBPyConnection, kept: str | None, stamp: str,
     """_crm_rows: one narrow row per contact (ids, status, kol_primary), made by _classify_sql; with `kept`, the
     kept rows of the contacts nothing touched since run `since` and the others made again (kept_stage.classify)."""
     if kept:
-        kept_stage.classify(conn, kept, _classify_sql, stamp, run_id, since, "_crm_changed_contacts",
-                            "_crm_changed_kols")
+        kept_stage.classify(conn, kept, _classify_sql, stamp, run_id, since, _CONTACT_SIDE.changes, _KOL_SIDE.changes)
     else:
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_rows AS {_classify_sql('_crm_c')}")
 
