@@ -216,8 +216,7 @@ def kol_reconciliation(
             result = reconcile(session.conn, org_kols(org), org_contacts(org), DEFAULT_RULES, run_id=context.run.run_id,
                                source=crm.source_name, match_threshold=getattr(crm, "match_threshold", DEFAULT_THRESHOLD),
                                rejected=review.load_rejections(warehouse.data_dir), org=org, kept=kept)
-            plan = writeback.plan_writeback(session.conn, DEFAULT_RULES, org_kols(org), org=org)
-            writeback.store_plan(session.conn, plan, org, context.run.run_id)
+            writeback.store_plan(session.conn, DEFAULT_RULES, org_kols(org), org, context.run.run_id)
             csv_path, html_path = report.write_reports(
                 session.conn, report.reports_dir(warehouse.data_dir, org), org=org, writable=crm.writable,
                 record_base_url=crm.record_base_url if crm.writable else None,

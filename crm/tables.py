@@ -132,8 +132,8 @@ TABLES: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
     ),
     (
         PLAN_TABLE,
-        "The write-back plan of each organization's latest reconciliation, one row per field to write (replaced "
-        "per run; key org + plan_key). Nothing in it is written without an approval or --apply.",
+        "The write-back plan of each organization's latest reconciliation, one row per field to write (made "
+        "again per run, only the rows that differ written; key org + plan_key). Nothing in it is written without an approval or --apply.",
         (
             ORG,
             ("run_id", "VARCHAR", "Reconciliation run the plan came from"),

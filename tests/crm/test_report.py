@@ -33,7 +33,7 @@ def reported(tmp_path_factory) -> tuple[duckdb.DuckDBPyConnection, Path, Path, d
     conn.execute("CREATE TABLE fewer_contacts AS SELECT * FROM contacts ORDER BY crm_id LIMIT (SELECT count(*) - 6 FROM contacts)")
     reconcile(conn, "kols", "fewer_contacts", run_id="2026-11-23T10:00:00Z/a")
     result = reconcile(conn, "kols", "contacts", run_id="2026-11-23T11:00:00Z/b")
-    store_plan(conn, plan_writeback(conn, DEFAULT_RULES), "default", "2026-11-23T11:00:00Z/b")
+    store_plan(conn, DEFAULT_RULES, "kols", "default", "2026-11-23T11:00:00Z/b")
     directory = tmp_path_factory.mktemp("reports")
     csv_path, html_path = write_reports(conn, directory, rows_per_status=20,
                                         record_base_url="https://example.my.salesforce.com",
@@ -162,7 +162,7 @@ def test_the_page_fits_1280_px_says_what_to_do_and_shows_probable_matches_side_b
         if count:
             assert re.search(rf'<p class="action" data-action="{status}">.+?</p>', dom), status
     probable = conn.execute(f"SELECT kol_id, crm_id, kol_name, crm_name FROM {RESULT_TABLE} "
-                            "WHERE status = 'probable_match' ORDER BY match_score DESC, kol_id LIMIT 1").fetchone()
+                            "WHERE status = 'probable_match' ORDER BY match_score DESC, kol_id LIMIT 1").fetchall()[0]
     start = dom.index(f'<tr class="row" data-status="probable_match" data-kol="{probable[0]}" data-crm="{probable[1]}">')
     cells = dom[start:dom.find('<tr class="row"', start + 1)]  # the row: both records, the reasons, the commands
     assert probable[2] in cells and probable[3] in cells and "phone" in cells and "institution" in cells
@@ -246,7 +246,7 @@ def test_whoever_has_a_latest_file_open_reads_it_whole_while_the_next_night_repl
     conn = duckdb.connect()
     load(conn, kols, contacts)
     reconcile(conn, "kols", "contacts", run_id="2026-11-24T10:00:00Z/a")
-    store_plan(conn, plan_writeback(conn, DEFAULT_RULES), "default", "2026-11-24T10:00:00Z/a")
+    store_plan(conn, DEFAULT_RULES, "kols", "default", "2026-11-24T10:00:00Z/a")
     write_reports(conn, tmp_path)
     names = ("latest.csv", "latest.html", "latest-merge.csv", "latest-plan.csv")
     before = {name: (tmp_path / name).read_bytes() for name in names}
@@ -256,7 +256,7 @@ def test_whoever_has_a_latest_file_open_reads_it_whole_while_the_next_night_repl
     (tmp_path / f".latest.csv.{gone.pid}.0a1b2c3d.tmp").write_bytes(b"half a file")  # a night killed while writing
     conn.execute("DELETE FROM contacts WHERE crm_id IN (SELECT crm_id FROM contacts ORDER BY crm_id LIMIT 5)")
     reconcile(conn, "kols", "contacts", run_id="2026-11-24T11:00:00Z/b")
-    store_plan(conn, plan_writeback(conn, DEFAULT_RULES), "default", "2026-11-24T11:00:00Z/b")
+    store_plan(conn, DEFAULT_RULES, "kols", "default", "2026-11-24T11:00:00Z/b")
     csv_path, html_path = write_reports(conn, tmp_path)
     spreadsheet_csv.write(conn, "SELECT 'after' AS merge", ["merge"], tmp_path / "latest-merge.csv")  # an admin's choice
     for name, handle in opened.items():

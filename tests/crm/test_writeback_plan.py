@@ -52,7 +52,7 @@ def test_the_plan_is_listed_page_by_page_and_approved_by_filter(reconciled):
 
     conn, _ = reconciled
     plan = plan_writeback(conn, DEFAULT_RULES)
-    assert store_plan(conn, plan, "default", "wb") == plan.num_rows
+    assert store_plan(conn, DEFAULT_RULES, "kols", "default", "wb") == plan.num_rows
     titles = sum(1 for field in plan["field"].to_pylist() if field == "title")
     first = listing.plan_page(conn, "default", listing.Filter(field="title"), offset=0, limit=2)
     rest = listing.plan_page(conn, "default", listing.Filter(field="title"), offset=2, limit=1000)
@@ -97,3 +97,39 @@ def test_the_reconciliation_is_listed_problems_first_and_filtered(reconciled):
     not_ours = listing.reconciliation_page(conn, "default", listing.Filter(field="institution"))
     assert not_ours.total and all("institution" in (text or "") for text in not_ours.rows["differences_not_written"].to_pylist())
     assert listing.reconciliation_page(conn, "default", listing.Filter(text="NO SUCH NAME")).total == 0
+
+
+def test_the_stored_plan_follows_each_night_s_result_row_for_row():
+    from crm.writeback import store_plan
+
+    kols, contacts, _ = planted()
+    conn = duckdb.connect()
+    load(conn, kols, contacts)
+    reconcile(conn, "kols", "contacts", run_id="night-1")
+    assert store_plan(conn, DEFAULT_RULES, "kols", "default", "night-1") == plan_writeback(conn, DEFAULT_RULES).num_rows
+    title_fix, other_title, create = conn.execute("""
+SELECT (SELECT min(crm_id) FROM crm_writeback_plan WHERE field = 'title' AND action = 'update'),
+       (SELECT max(crm_id) FROM crm_writeback_plan WHERE field = 'title' AND action = 'update'),
+       (SELECT min(kol_id) FROM crm_writeback_plan WHERE action = 'create')""").fetchone()
+    assert title_fix != other_title
+    # One contact takes its KOL's title (its update goes), another holds a new wrong title (the same change, from
+    # another old value), a KOL to create changes its phone, and a KOL's contact leaves the CRM (a create comes).
+    conn.execute("UPDATE contacts SET title = (SELECT new_value FROM crm_writeback_plan WHERE crm_id = ? AND "
+                 "field = 'title') WHERE crm_id = ?", [title_fix, title_fix])
+    conn.execute("UPDATE contacts SET title = 'Head of Nothing' WHERE crm_id = ?", [other_title])
+    conn.execute("UPDATE kols SET phone = '+49 30 5550000' WHERE id = ?", [create])
+    gone = conn.execute("SELECT crm_id, kol_id FROM kol_crm_reconciliation WHERE status = 'matched' ORDER BY crm_id "
+                        "LIMIT 1").fetchone()
+    conn.execute("DELETE FROM contacts WHERE crm_id = ?", [gone[0]])
+    reconcile(conn, "kols", "contacts", run_id="night-2")
+    planned = plan_writeback(conn, DEFAULT_RULES)
+    assert store_plan(conn, DEFAULT_RULES, "kols", "default", "night-2") == planned.num_rows
+    stored = conn.sql(f"SELECT {', '.join(PLAN.names)} FROM crm_writeback_plan "
+                      "ORDER BY action DESC, kol_id, crm_id, field").to_arrow_table().cast(PLAN)
+    assert stored.to_pylist() == planned.to_pylist()
+    assert conn.execute("SELECT DISTINCT run_id FROM crm_writeback_plan").fetchall() == [("night-2",)]
+    rows = {(row["action"], row["kol_id"], row["crm_id"], row["field"]): row for row in stored.to_pylist()}
+    assert not any(key[2] == title_fix and key[3] == "title" for key in rows)
+    assert [row["old_value"] for key, row in rows.items() if key[2] == other_title and key[3] == "title"] == ["Head of Nothing"]
+    assert rows[("create", create, None, "phone")]["new_value"] == "+49 30 5550000"
+    assert ("create", gone[1], None, "external_id") in rows
