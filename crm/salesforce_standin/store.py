@@ -9,6 +9,7 @@ keeps them (its API shows .000), from the store's `clock` (tests may set it).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -109,6 +110,13 @@ class ContactStore:
         self._account_by_name: dict[str, str] = {}
         self._by_external_id: dict[str, str] = {}
         self._contact_numbers = itertools.count(1)
+        # SystemModstamp indexed, as Salesforce indexes it: (stamp, creation number, id) each time a contact's is set,
+        # so that a query for the contacts changed since a time reads those, not every contact. Entries a later
+        # stamp superseded stay; a query checks each record it finds. Appended in time order unless the clock went
+        # back (then queries scan every contact).
+        self._stamps: list[tuple[datetime, int, str]] = []
+        self._stamps_ordered = True
+        self._created: dict[str, int] = {}
         self._account_numbers = itertools.count(1)
 
     def now(self) -> datetime:
@@ -221,7 +229,9 @@ class ContactStore:
             record = {name: None for name in self.fields}
             record.update(values, Id=contact_id, IsDeleted=False, CreatedDate=now, LastModifiedDate=now, SystemModstamp=now)
             self.contacts[contact_id] = record
+            self._created[contact_id] = len(self._created)
             self._index(record, None)
+            self._stamped(contact_id, now)
             return contact_id
 
     def update(self, contact_id: str, data: dict) -> None:
@@ -237,6 +247,7 @@ class ContactStore:
             now = self.now()
             record.update(values, LastModifiedDate=now, SystemModstamp=now)
             self._index(record, old_external)
+            self._stamped(contact_id, now)
 
     def delete(self, contact_id: str) -> None:
         """Move a contact to the recycle bin, as Salesforce's delete does: IsDeleted, SystemModstamp moves; only
@@ -247,6 +258,7 @@ class ContactStore:
                 raise StoreError("NOT_FOUND", "The requested resource does not exist", status=404)
             record.update(IsDeleted=True, SystemModstamp=self.now())
             self._index({}, record.get(self.external_id_field) if self.external_id_field else None)
+            self._stamped(contact_id, record["SystemModstamp"])
 
     def upsert(self, field: str, key: str, data: dict) -> tuple[str, bool]:
         """(id, created) of an upsert by external id (or Id); 300 MULTIPLE_CHOICES when several match."""
@@ -278,7 +290,7 @@ class ContactStore:
         condition = self._compile(query.where) if query.where is not None else None
         order = [(self.canonical_field(key.field), key) for key in query.order_by]
         with self.lock:
-            records = [record for record in self.contacts.values()
+            records = [record for record in self._candidates(query.where)
                        if (include_deleted or not record["IsDeleted"]) and (condition is None or condition(record))]
         for name, key in reversed(order):  # stable sorts, last key first
             present = [r for r in records if self.value(r, name) is not None]
@@ -290,6 +302,23 @@ class ContactStore:
         if query.limit is not None:
             records = records[:query.limit]
         return fields, records
+
+    def _stamped(self, contact_id: str, stamp: datetime) -> None:
+        if self._stamps and stamp < self._stamps[-1][0]:
+            self._stamps_ordered = False
+        self._stamps.append((stamp, self._created[contact_id], contact_id))
+
+    def _candidates(self, where: object) -> Iterable[dict]:
+        """The contacts a WHERE can match, in creation order: those stamped at or after its SystemModstamp >= (or >)
+        bound when it has one at its top (alone or in an AND), else every contact."""
+        operands = where.operands if isinstance(where, BoolOp) and where.operator == "AND" else [where]
+        bounds = [node.value for node in operands if isinstance(node, Comparison) and node.operator in (">=", ">")
+                  and node.value is not None and self._lower_fields.get(node.field.lower()) == "SystemModstamp"]
+        if not bounds or not self._stamps_ordered:
+            return self.contacts.values()
+        since = max(_coerce(self.fields["SystemModstamp"], "SystemModstamp", bound) for bound in bounds)
+        found = {entry[1]: entry[2] for entry in self._stamps[bisect.bisect_left(self._stamps, (since,)):]}
+        return [self.contacts[found[number]] for number in sorted(found)]
 
     def _compile(self, node: object):
         """A predicate over a record for a WHERE tree (fields checked once, here)."""

@@ -138,3 +138,51 @@ def test_field_names_take_the_orgs_spelling_and_a_missing_custom_field_is_named(
         list(resource_for(standin, custom_fields={"tier": "Tier_Level__c"}).iter_contacts())
     assert str(caught.value) == "SALESFORCE_CUSTOM_FIELDS names Tier_Level__c, which Contact lacks: fix the field name"
     assert resource_for(standin, external_id_field="Missing_Kol__c").mapping.external_id_field is None
+
+
+def test_a_query_for_contacts_stamped_since_a_time_finds_what_a_scan_finds_whatever_the_clock_did():
+    """The stand-in reads the contacts stamped since a time through its SystemModstamp index; the records and their
+    order are a full scan's, after updates, deletes and a clock set back."""
+    from datetime import timedelta
+
+    from crm.salesforce_standin.soql import parse
+    from crm.salesforce_standin.store import ContactStore
+
+    now = [datetime(2026, 5, 1, 8, 0, 0, tzinfo=UTC)]
+    store = ContactStore(clock=lambda: now[0])
+    ids = []
+    for n in range(60):
+        now[0] += timedelta(seconds=n % 3)
+        ids.append(store.create({"LastName": f"Last{n}", "Email": f"c{n}@example.org"}))
+
+    def both(where: str, include_deleted: bool) -> tuple[list[str], list[str]]:
+        indexed = store.run(parse(f"SELECT Id FROM Contact WHERE {where}"), include_deleted)[1]
+        scanned = store.run(parse(f"SELECT Id FROM Contact WHERE NOT (NOT ({where}))"), include_deleted)[1]
+        return [r["Id"] for r in indexed], [r["Id"] for r in scanned]
+
+    def check(since: datetime) -> None:
+        stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        for where in (f"SystemModstamp >= {stamp}", f"SystemModstamp > {stamp}",
+                      f"systemmodstamp >= {stamp} AND LastName LIKE 'Last1%'"):
+            for include_deleted in (False, True):
+                indexed, scanned = both(where, include_deleted)
+                assert indexed == scanned, (where, include_deleted)
+
+    middle = now[0] - timedelta(seconds=20)
+    check(middle)
+    for contact_id in ids[::7]:
+        now[0] += timedelta(seconds=1)
+        store.update(contact_id, {"Title": "Chief"})
+    store.delete(ids[3])
+    check(middle)
+    check(now[0])
+    found = [r["Id"] for r in store.run(parse(f"SELECT Id FROM Contact WHERE SystemModstamp >= "
+                                              f"{now[0].strftime('%Y-%m-%dT%H:%M:%SZ')}"), True)[1]]
+    assert found == [ids[3], ids[56]]  # the deleted one and the last one updated, once each, in creation order
+    latest = now[0]
+    now[0] -= timedelta(hours=1)  # the clock set back: stamps earlier than those before them
+    for contact_id in ids[:40]:
+        store.update(contact_id, {"Title": "Back"})
+    check(now[0])
+    check(middle)
+    check(latest)
