@@ -96,6 +96,9 @@ def a_night_of_random_changes(conn: duckdb.DuckDBPyConnection, night: int, fille
     conn.execute(f"UPDATE contacts SET email = (SELECT email FROM contacts WHERE email IN (SELECT email FROM kols) "
                  f"GROUP BY email ORDER BY count(*) DESC, email LIMIT 1), external_id = NULL "
                  f"WHERE crm_id = (SELECT min(crm_id) FROM contacts WHERE {pick} = 7)")
+    # fields only the features read: the master a set suggests (most recently modified; linked by external id)
+    conn.execute(f"UPDATE contacts SET last_modified = last_modified + INTERVAL ({night}) DAY WHERE {pick} = 8")
+    conn.execute(f"UPDATE contacts SET external_id = external_id || ' ' WHERE {pick} = 9")
     conn.execute(f"DELETE FROM contacts WHERE {pick} = 4 AND NOT starts_with(crm_id, 'anna')")
     conn.execute(f"INSERT INTO contacts SELECT * REPLACE ('c{night}' || crm_id AS crm_id, NULL AS external_id, "
                  f"'copy{night}.' || email AS email) FROM contacts WHERE {pick} = 5 AND NOT starts_with(crm_id, 'anna')")
@@ -230,6 +233,49 @@ def test_a_night_killed_between_staging_and_classifying_is_classified_whole_the_
         a_night_of_random_changes(conn, 3, 0)
     reconcile_kept(kept_night, tmp_path, "night-3")
     reconcile(plain, "kols", "contacts", run_id="night-3")
+    assert kept_night.execute(RESULT).fetchall() == plain.execute(RESULT).fetchall()
+
+
+def test_a_night_killed_between_staging_and_the_features_computes_the_features_of_both_nights_changes(tmp_path):
+    """A night looks only at the contacts staged again since the night its kept features stand for; when the features
+    stand for an earlier night than the staging (a night died between them), every contact's fingerprint is
+    compared instead."""
+    kept_night, plain = warehouse(tmp_path / "kept.duckdb"), warehouse(tmp_path / "plain.duckdb")
+    reconcile_kept(kept_night, tmp_path, "night-1")
+    tables = ("contact_features", "contact_keys", "duplicate_pairs", "stamp")
+    with kept_features.attached(kept_night, tmp_path, "default") as kept:
+        for table in tables:
+            kept_night.execute(f"CREATE TABLE night_1_{table} AS FROM {kept}.{table}")
+    for conn in (kept_night, plain):
+        a_night_of_random_changes(conn, 2, 0)
+    reconcile_kept(kept_night, tmp_path, "night-2")
+    with kept_features.attached(kept_night, tmp_path, "default") as kept:  # as if night 2 died before the features
+        for table in tables:
+            kept_night.execute(f"CREATE OR REPLACE TABLE {kept}.{table} AS FROM night_1_{table}")
+    for conn in (kept_night, plain):
+        a_night_of_random_changes(conn, 3, 0)
+    reconcile_kept(kept_night, tmp_path, "night-3")
+    reconcile(plain, "kols", "contacts", run_id="night-3")
+    assert kept_night.execute(RESULT).fetchall() == plain.execute(RESULT).fetchall()
+
+
+def test_a_contact_modified_later_becomes_its_sets_suggested_master_the_next_night(tmp_path):
+    kept_night, plain = warehouse(tmp_path / "kept.duckdb"), warehouse(tmp_path / "plain.duckdb")
+    for conn in (kept_night, plain):  # one person twice, alike but for the time each was last modified
+        conn.execute("""INSERT INTO contacts (crm_id, first_name, last_name, email, phone, institution, city, country,
+                                              last_modified)
+            VALUES ('bert1', 'Bert', 'Vandenbroucke', 'bert.vdb@uzgent.be', '+32 9 332 1111', 'UZ Gent', 'Gent', 'BE',
+                    TIMESTAMPTZ '2026-03-02 10:00:00+00'),
+                   ('bert2', 'Bert', 'Vandenbroucke', 'bert.vdb@uzgent.be', '+32 9 332 1111', 'UZ Gent', 'Gent', 'BE',
+                    TIMESTAMPTZ '2026-03-01 10:00:00+00')""")
+    master = f"SELECT DISTINCT suggested_master, master_reason FROM {RESULT_TABLE} WHERE crm_id IN ('bert1', 'bert2')"
+    reconcile_kept(kept_night, tmp_path, "night-1")
+    assert kept_night.execute(master).fetchall() == [("bert1", "most recently modified")]
+    for conn in (kept_night, plain):  # bert2 saved again with nothing else changed
+        conn.execute("UPDATE contacts SET last_modified = TIMESTAMPTZ '2026-03-03 10:00:00+00' WHERE crm_id = 'bert2'")
+    reconcile_kept(kept_night, tmp_path, "night-2")
+    reconcile(plain, "kols", "contacts", run_id="night-2")
+    assert kept_night.execute(master).fetchall() == [("bert2", "most recently modified")]
     assert kept_night.execute(RESULT).fetchall() == plain.execute(RESULT).fetchall()
 
 
