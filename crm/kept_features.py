@@ -4,9 +4,7 @@ the contacts that changed.
 A contact's features (features.py) depend on its own fields alone, so the kept row of a contact whose fields
 did not change is the row a fresh computation would give. Each kept row carries a fingerprint of those fields;
 a new contact, or one whose fingerprint differs, is computed again, and the rows of contacts no longer extracted
-are dropped. The reconciliation's staged contacts hash the same fields (kept_stage.py), so when the kept rows stand
-for the run the staging was last brought up to date for, the contacts it staged again are those to look at, and no
-other contact's fingerprint is made; otherwise (a night that died between the two) every fingerprint is compared. A night reads the features where they are kept, by the row id (rid) each row keeps.
+are dropped. A night reads the features where they are kept, by the row id (rid) each row keeps.
 
 The contact-contact pass's blocking keys and the pairs they bring together are kept too (see _update_pairs):
 a night makes again only the pairs its changes can touch, and scores every kept pair with its own frequencies.
@@ -90,34 +88,32 @@ def stamp() -> str:
     return hashlib.sha256((code + libraries).encode()).hexdigest()
 
 
-def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str, run_id: str = "",
-          restaged: tuple[str, str] | None = None) -> int:
+def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
     """`table`, as features.build makes it from `contacts`, with the kept features of the unchanged contacts and
     fresh ones for the rest (a TEMP view of the kept rows; on a first night a TEMP table), and duplicates.PAIRS, the
     contact pairs to compare as duplicates.candidate_pairs makes them, from the kept pairs less those the changes
-    touched; the kept rows updated, standing for run `run_id`. Returns the number of contacts computed afresh.
-
-    `restaged`: (run, ids), a relation `ids` (crm_id) holding every contact whose SOURCE_FIELDS changed, came or
-    went since run `run` (reconcile's staged contacts hash them). When the kept rows stand for that run, only those
-    contacts are looked at; else every contact's fingerprint is made and compared with the kept ones.
+    touched; the kept rows updated. Returns the number of contacts computed afresh.
 
     The stamp is emptied while the kept rows change and written again once they are whole, so rows left half
     updated (a killed process) are discarded by the next night rather than read."""
     _discard_if_stale(conn)
     kept = has_table(conn, ALIAS, "contact_features")
-    kept_for = conn.execute(f"SELECT any_value(run_id) FROM {STAMP}").fetchone()[0] if kept else None
-    conn.execute(f"CREATE OR REPLACE TABLE {STAMP} (value VARCHAR, run_id VARCHAR)")
+    conn.execute(f"CREATE OR REPLACE TABLE {STAMP} (value VARCHAR)")
     for (view,) in conn.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND view_name = ?", [table]).fetchall():
         conn.execute(f"DROP VIEW {view}")  # a night's view of the kept rows: a first night makes a table of that name
     conn.execute(f"DROP TABLE IF EXISTS {table}")
-    fingerprints = f"SELECT crm_id AS id, hash({', '.join(SOURCE_FIELDS)}) AS fingerprint FROM {contacts}"
+    fields = ", ".join(SOURCE_FIELDS)
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_now AS SELECT crm_id AS id, hash({fields}) AS fingerprint "
+                 f"FROM {contacts}")
     fresh, source = table, contacts  # nothing kept: every contact is computed, as without kept rows
     if kept:
-        _find_changes(conn, fingerprints, restaged[1] if restaged is not None and restaged[0] == kept_for else None)
+        unchanged = "ON f.id = n.id AND f.fingerprint = n.fingerprint"
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_gone AS SELECT f.id FROM {FEATURES} f "
+                     f"ANTI JOIN _kf_now n {unchanged}")
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_changed AS SELECT n.id FROM _kf_now n ANTI JOIN {FEATURES} f "
+                     f"{unchanged}")
         fresh = "_kf_fresh"
         source = f"(SELECT * FROM {contacts} WHERE crm_id IN (SELECT id FROM _kf_changed))"
-    else:
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_now AS {fingerprints}")
     features.build(conn, fresh, probable.CONTACT_SOURCE.format(contacts=source))
     computed = conn.execute(f"SELECT count(*) FROM {fresh}").fetchone()[0]
     columns = [row[0] for row in conn.execute(f"DESCRIBE {fresh}").fetchall()]
@@ -128,27 +124,11 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str, run_id: st
         _update_pairs(conn, table)
     else:
         _first_pairs(conn, table)
-    conn.execute(f"INSERT INTO {STAMP} VALUES (?, ?)", [stamp(), run_id])
+    conn.execute(f"INSERT INTO {STAMP} VALUES (?)", [stamp()])
     for temp in ("_kf_now", "_kf_gone", "_kf_changed", "_kf_fresh", "_kf_fresh_keys", "_kf_touched", "_kf_new_keys",
                  "_kf_old_keys", "_kf_moved", "_kf_m_keys", "_kf_pairs"):
         conn.execute(f"DROP TABLE IF EXISTS {temp}")
     return computed
-
-
-def _find_changes(conn: duckdb.DuckDBPyConnection, fingerprints: str, restaged: str | None) -> None:
-    """TEMP tables _kf_changed (the contacts to compute again), _kf_now (their fingerprints, or every contact's) and
-    _kf_gone (the kept rows to drop): of the contacts of the relation `restaged` when given, else of those whose
-    fingerprint is not kept."""
-    if restaged is not None:
-        ids = f"(SELECT crm_id FROM {restaged})"
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_now AS {fingerprints} WHERE crm_id IN {ids}")
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_gone AS SELECT id FROM {FEATURES} WHERE id IN {ids}")
-        conn.execute("CREATE OR REPLACE TEMP TABLE _kf_changed AS SELECT id FROM _kf_now")
-        return
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_now AS {fingerprints}")
-    unchanged = "ON f.id = n.id AND f.fingerprint = n.fingerprint"
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_gone AS SELECT f.id FROM {FEATURES} f ANTI JOIN _kf_now n {unchanged}")
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_changed AS SELECT n.id FROM _kf_now n ANTI JOIN {FEATURES} f {unchanged}")
 
 
 def _keep(conn: duckdb.DuckDBPyConnection, fresh: str, columns: list[str], replace: bool) -> None:

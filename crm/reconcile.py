@@ -195,7 +195,7 @@ def reconcile(
     stamp = kept_result.stamp(_source(), mapping) if kept else ""
     rows_staged, since = _stage(conn, kols_relation, contacts_relation, mapping, kept, stamp, run_id)
     _contact_rows(conn, kept, stamp, run_id, since)
-    sets = _probable(conn, kols_relation, contacts_relation, match_threshold, rejected, kept, run_id, since)
+    sets = _probable(conn, kols_relation, contacts_relation, match_threshold, rejected, kept)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_lone AS {_LONE_KOLS}")
     compared = False
     if kept:
@@ -279,11 +279,9 @@ def _write_changed_rows(conn: duckdb.DuckDBPyConnection, org: str, run_id: str, 
 
 
 def _probable(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, threshold: float,
-              rejected: pa.Table | None, kept: str | None, run_id: str, since: str | None) -> int:
+              rejected: pa.Table | None, kept: str | None) -> int:
     """The second pass (probable.py, duplicates.py): _pm_match, _pm_candidates and _dup_sets; returns the
-    number of duplicate sets. With `kept`, the contact features are kept for run `run_id`; `since`: the run whose
-    staging both sides were brought up to date from (the contacts staged again since are the ones whose features
-    can have changed)."""
+    number of duplicate sets."""
     # The KOL pool: each email's first KOL and the KOLs without an email, less those a contact row counts.
     conn.execute("""
 CREATE OR REPLACE TEMP TABLE _pm_kpool AS
@@ -297,8 +295,7 @@ WHERE kol_id NOT IN (SELECT email_kol FROM _crm_rows WHERE kol_primary)""")
     conn.unregister("_pm_rejected_arrow")
     features.register(conn)
     if kept:
-        restaged = (since, _CONTACT_SIDE.changes + "_keys") if since is not None else None
-        kept_features.build(conn, contacts, probable.CONTACT_FEATURES, run_id, restaged)
+        kept_features.build(conn, contacts, probable.CONTACT_FEATURES)
     else:
         probable.contact_features(conn, contacts)
         duplicates.candidate_pairs(conn)
@@ -350,13 +347,11 @@ class _Side:
     changes: str
     side: Literal["kol", "crm"]
     only: str = "true"  # a condition on the source's rows
-    also: str = "NULL"  # SQL of more of the source's values the hash covers, unstaged
 
     def sql(self, source: str, rules: list[FieldRule] | tuple[FieldRule, ...], where: str) -> str:
-        """The staged rows of `source` meeting `where`, with h, the hash of every column but the email key and of
-        `also`."""
-        return (f"SELECT * EXCLUDE (_also), hash(*COLUMNS(* EXCLUDE (email_n))) AS h FROM (SELECT {self.columns}, "
-                f"{_side_columns(rules, self.side)}, {self.also} AS _also FROM {source} WHERE {self.only} AND ({where}))")
+        """The staged rows of `source` meeting `where`, with h, the hash of every column but the email key."""
+        return (f"SELECT *, hash(*COLUMNS(* EXCLUDE (email_n))) AS h FROM (SELECT {self.columns}, "
+                f"{_side_columns(rules, self.side)} FROM {source} WHERE {self.only} AND ({where}))")
 
 
 _KOL_SIDE = _Side("id AS kol_id, email AS kol_email, crm_email_ascii(email) AS email_n, full_name AS kol_name, "
@@ -366,10 +361,7 @@ _CONTACT_SIDE = _Side("crm_id, email AS crm_email, crm_email_ascii(email) AS ema
                       "NULLIF(trim(external_id), '') AS external_id, "
                       "NULLIF(concat_ws(' ', first_name, last_name), '') AS crm_name, institution AS crm_institution, "
                       "first_name, last_name", "crm_id", "crm_id", "crm_email", "staged_contacts",
-                      "_crm_changed_contacts", "crm",
-                      # and every field the contact's features are made of: a contact whose features can have
-                      # changed is staged again (kept_features.build)
-                      also=f"hash({', '.join(kept_features.SOURCE_FIELDS)})")
+                      "_crm_changed_contacts", "crm")
 
 
 def _contact_rows(conn: duckdb.DuckDBPyConnection, kept: str | None, stamp: str, run_id: str,

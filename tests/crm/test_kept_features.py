@@ -96,9 +96,6 @@ def a_night_of_random_changes(conn: duckdb.DuckDBPyConnection, night: int, fille
     conn.execute(f"UPDATE contacts SET email = (SELECT email FROM contacts WHERE email IN (SELECT email FROM kols) "
                  f"GROUP BY email ORDER BY count(*) DESC, email LIMIT 1), external_id = NULL "
                  f"WHERE crm_id = (SELECT min(crm_id) FROM contacts WHERE {pick} = 7)")
-    # fields only the features read: the master a set suggests (most recently modified; linked by external id)
-    conn.execute(f"UPDATE contacts SET last_modified = last_modified + INTERVAL ({night}) DAY WHERE {pick} = 8")
-    conn.execute(f"UPDATE contacts SET external_id = external_id || ' ' WHERE {pick} = 9")
     conn.execute(f"DELETE FROM contacts WHERE {pick} = 4 AND NOT starts_with(crm_id, 'anna')")
     conn.execute(f"INSERT INTO contacts SELECT * REPLACE ('c{night}' || crm_id AS crm_id, NULL AS external_id, "
                  f"'copy{night}.' || email AS email) FROM contacts WHERE {pick} = 5 AND NOT starts_with(crm_id, 'anna')")
@@ -228,29 +225,6 @@ def test_a_night_killed_between_staging_and_classifying_is_classified_whole_the_
     reconcile_kept(kept_night, tmp_path, "night-2")
     with kept_features.attached(kept_night, tmp_path, "default") as kept:  # as if night 2 died before classifying
         for table in (kept_stage.CLASSIFIED, kept_stage.CLASSIFIED + kept_stage.STATE):
-            kept_night.execute(f"CREATE OR REPLACE TABLE {kept}.{table} AS FROM night_1_{table}")
-    for conn in (kept_night, plain):
-        a_night_of_random_changes(conn, 3, 0)
-    reconcile_kept(kept_night, tmp_path, "night-3")
-    reconcile(plain, "kols", "contacts", run_id="night-3")
-    assert kept_night.execute(RESULT).fetchall() == plain.execute(RESULT).fetchall()
-
-
-def test_a_night_killed_between_staging_and_the_features_computes_the_features_of_both_nights_changes(tmp_path):
-    """A night looks only at the contacts staged again since the night its kept features stand for; when the features
-    stand for an earlier night than the staging (a night died between them), every contact's fingerprint is
-    compared instead."""
-    kept_night, plain = warehouse(tmp_path / "kept.duckdb"), warehouse(tmp_path / "plain.duckdb")
-    reconcile_kept(kept_night, tmp_path, "night-1")
-    tables = ("contact_features", "contact_keys", "duplicate_pairs", "stamp")
-    with kept_features.attached(kept_night, tmp_path, "default") as kept:
-        for table in tables:
-            kept_night.execute(f"CREATE TABLE night_1_{table} AS FROM {kept}.{table}")
-    for conn in (kept_night, plain):
-        a_night_of_random_changes(conn, 2, 0)
-    reconcile_kept(kept_night, tmp_path, "night-2")
-    with kept_features.attached(kept_night, tmp_path, "default") as kept:  # as if night 2 died before the features
-        for table in tables:
             kept_night.execute(f"CREATE OR REPLACE TABLE {kept}.{table} AS FROM night_1_{table}")
     for conn in (kept_night, plain):
         a_night_of_random_changes(conn, 3, 0)
