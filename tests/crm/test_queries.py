@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pytest
 from simple_salesforce import format_soql
 from simple_salesforce.exceptions import SalesforceMalformedRequest
 
+from crm.salesforce_standin.soql import parse
+from crm.salesforce_standin.store import ContactStore
 from resources.crm.mapping import CONTACT_SCHEMA
 from tests.crm.conftest import SEEDED, raw_client, resource_for
 
@@ -143,11 +145,6 @@ def test_field_names_take_the_orgs_spelling_and_a_missing_custom_field_is_named(
 def test_a_query_for_contacts_stamped_since_a_time_finds_what_a_scan_finds_whatever_the_clock_did():
     """The stand-in reads the contacts stamped since a time through its SystemModstamp index; the records and their
     order are a full scan's, after updates, deletes and a clock set back."""
-    from datetime import timedelta
-
-    from crm.salesforce_standin.soql import parse
-    from crm.salesforce_standin.store import ContactStore
-
     now = [datetime(2026, 5, 1, 8, 0, 0, tzinfo=UTC)]
     store = ContactStore(clock=lambda: now[0])
     ids = []
