@@ -54,13 +54,19 @@ def usable(conn: duckdb.DuckDBPyConnection, kept: str, org: str, stamp_now: str)
     return stored == (rows, run_id, run_id)
 
 
-def compare(conn: duckdb.DuckDBPyConnection, kept: str, signatures: str) -> None:
+def compare(conn: duckdb.DuckDBPyConnection, kept: str, signatures: str, reach: str | None = None) -> None:
     """TEMP tables _crm_dirty (crm_id, kol_id, sig): the rows of `signatures` not kept, to be made; and _crm_stale
-    (row, crm_id, kol_id): the kept rows whose signature is gone, to be deleted."""
+    (row, crm_id, kol_id): the kept rows whose signature is gone, to be deleted. `reach`: a table of the contacts
+    (crm_id) whose signatures `signatures` holds, with every KOL-only row's; the kept signatures of other contacts
+    are left as they are."""
+    reached = f" WHERE crm_id IS NULL OR crm_id IN (SELECT crm_id FROM {reach})" if reach else ""
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_old_sig AS SELECT rowid AS row, crm_id, kol_id, sig "
+                 f"FROM {kept}.{SIGNATURES}{reached}")
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_dirty AS SELECT n.* FROM {signatures} n "
-                 f"ANTI JOIN {kept}.{SIGNATURES} o ON {SAME_ROW}")
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_stale AS SELECT o.rowid AS row, o.crm_id, o.kol_id "
-                 f"FROM {kept}.{SIGNATURES} o ANTI JOIN {signatures} n ON {SAME_ROW}")
+                 f"ANTI JOIN _crm_old_sig o ON {SAME_ROW}")
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_stale AS SELECT o.row, o.crm_id, o.kol_id "
+                 f"FROM _crm_old_sig o ANTI JOIN {signatures} n ON {SAME_ROW}")
+    conn.execute("DROP TABLE _crm_old_sig")
 
 
 def record(conn: duckdb.DuckDBPyConnection, kept: str, signatures: str, run_id: str, stamp_now: str,

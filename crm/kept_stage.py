@@ -89,11 +89,13 @@ WHERE n.{key} IS NULL OR k.{key} IS NULL""")
 
 
 def classify(conn: duckdb.DuckDBPyConnection, kept: str, classified: Callable[[str], str], stamp: str, run_id: str,
-             since: str | None, contacts: str, kols: str) -> None:
+             since: str | None, contacts: str, kols: str) -> bool:
     """TEMP view _crm_rows of the kept classification of every contact of the staged `contacts`, brought up to date
     for run `run_id`. `classified(contacts)`: SQL classifying the contacts of the relation `contacts`; `since`: the
     run whose staging both sides were brought up to date from (None: a side was staged whole); `contacts` and `kols`
-    the prefixes of the TEMP tables `stage` left of each side's changes."""
+    the prefixes of the TEMP tables `stage` left of each side's changes. Returns whether only some contacts were
+    classified again: then TEMP table `<contacts>_reclassified` (crm_id) holds them, and every other row is the one
+    kept."""
     table = f"{kept}.{CLASSIFIED}"
     stamp = _stamp(stamp)
     if since is not None and _run_of(conn, kept, CLASSIFIED, stamp) == since:
@@ -116,12 +118,16 @@ SELECT crm_id FROM _kc_touched UNION SELECT crm_id FROM {table} WHERE email_kol 
             conn.execute(f"DELETE FROM {table} WHERE crm_id IN (SELECT crm_id FROM _kc_again)")
             conn.execute(f"INSERT INTO {table} SELECT * FROM _kc_rows")
             _record(conn, kept, CLASSIFIED, stamp, run_id)
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE {contacts}_reclassified AS SELECT crm_id FROM _kc_again")
+        incremental = True
     else:
         with transaction(conn):
             conn.execute(f"CREATE OR REPLACE TABLE {table} AS {classified('_crm_c')}")
             _record(conn, kept, CLASSIFIED, stamp, run_id)
+        incremental = False
     _drop(conn, "_kc_touched", "_kc_first", "_kc_again", "_kc_rows")
     conn.execute(f"CREATE OR REPLACE TEMP VIEW _crm_rows AS SELECT * FROM {table}")
+    return incremental
 
 
 def _stamp(stamp: str) -> str:

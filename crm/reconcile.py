@@ -118,6 +118,7 @@ class ReconciliationResult(MetadataRecord):
     duration_seconds: float = 0.0
     rows_made: int = 0  # rows of the result made by the run: every row, or (kept signatures) those whose inputs changed
     rows_staged: int = 0  # KOLs and contacts staged by the run: every one, or (kept sides) those that changed
+    rows_signed: int = 0  # result rows whose inputs' hash the run computed: every row, or those a change can reach
 
 
 def _side_columns(rules: list[FieldRule] | tuple[FieldRule, ...], side: Literal["kol", "crm"]) -> str:
@@ -194,15 +195,16 @@ def reconcile(
     ensure_tables(conn)
     stamp = kept_result.stamp(_source(), mapping) if kept else ""
     rows_staged, since = _stage(conn, kols_relation, contacts_relation, mapping, kept, stamp, run_id)
-    _contact_rows(conn, kept, stamp, run_id, since)
+    incremental = _contact_rows(conn, kept, stamp, run_id, since)
     sets = _probable(conn, kols_relation, contacts_relation, match_threshold, rejected, kept)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_lone AS {_LONE_KOLS}")
     compared = False
     if kept:
-        _signatures(conn)
         compared = kept_result.usable(conn, kept, org, stamp)
+        reach = _reach(conn, org) if compared and incremental else None
+        _signatures(conn, reach)
         if compared:
-            kept_result.compare(conn, kept, "_crm_sig")
+            kept_result.compare(conn, kept, "_crm_sig", reach)
     _differences(conn, mapping, compared)
     _result_rows(conn, compared)
     try:
@@ -216,6 +218,7 @@ def reconcile(
                                   "AND kol_primary").fetchone()[0]
             kols, contacts, made = conn.execute("SELECT (SELECT count(*) FROM _crm_k), (SELECT count(*) FROM _crm_c), "
                                                 "(SELECT count(*) FROM _crm_new)").fetchone()
+            signed = conn.execute("SELECT count(*) FROM _crm_sig").fetchone()[0] if kept else 0
             duration = time.perf_counter() - started
             run = {"org": org, "run_id": run_id, "reconciled_at": reconciled_at, "source": source, "kols": kols,
                    "contacts": contacts, **counts, "needs_review": review, "duplicate_sets": sets,
@@ -231,7 +234,8 @@ def reconcile(
                 f"UNION ALL SELECT 'VIEW', view_name AS name FROM duckdb_views() WHERE temporary AND {staged}").fetchall():
             conn.execute(f"DROP {kind} IF EXISTS {name}")
     return ReconciliationResult(run_id, reconciled_at, source, int(kols), int(contacts), counts, int(review), int(sets),
-                                duration_seconds=duration, rows_made=int(made), rows_staged=rows_staged)
+                                duration_seconds=duration, rows_made=int(made), rows_staged=rows_staged,
+                                rows_signed=int(signed))
 
 
 def _result_rows(conn: duckdb.DuckDBPyConnection, only_dirty: bool) -> None:
@@ -365,13 +369,16 @@ _CONTACT_SIDE = _Side("crm_id, email AS crm_email, crm_email_ascii(email) AS ema
 
 
 def _contact_rows(conn: duckdb.DuckDBPyConnection, kept: str | None, stamp: str, run_id: str,
-                  since: str | None) -> None:
+                  since: str | None) -> bool:
     """_crm_rows: one narrow row per contact (ids, status, kol_primary), made by _classify_sql; with `kept`, the
-    kept rows of the contacts nothing touched since run `since` and the others made again (kept_stage.classify)."""
+    kept rows of the contacts nothing touched since run `since` and the others made again (kept_stage.classify).
+    Returns whether only those were made again (then the changes of both sides and the contacts classified again
+    are left in TEMP tables, for _reach)."""
     if kept:
-        kept_stage.classify(conn, kept, _classify_sql, stamp, run_id, since, _CONTACT_SIDE.changes, _KOL_SIDE.changes)
-    else:
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_rows AS {_classify_sql('_crm_c')}")
+        return kept_stage.classify(conn, kept, _classify_sql, stamp, run_id, since, _CONTACT_SIDE.changes,
+                                   _KOL_SIDE.changes)
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_rows AS {_classify_sql('_crm_c')}")
+    return False
 
 
 def _classify_sql(contacts: str) -> str:
@@ -438,17 +445,38 @@ ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary UNION ALL SELECT ko
   ON p.email_kol = k.kol_id"""
 
 
-def _signatures(conn: duckdb.DuckDBPyConnection) -> None:
+def _reach(conn: duckdb.DuckDBPyConnection, org: str) -> str:
+    """TEMP table _crm_reach (crm_id): the contacts whose row's signature a night can have changed, when both sides
+    were staged and classified from the kept ones (so that every other contact's staged row and classification is
+    the one kept) and the kept signatures stand for the stored rows: the contacts staged or classified again, and
+    those with a probable match or in a duplicate set, tonight or in the stored rows. A contact whose KOL was staged
+    again is among those classified again (kept_stage.classify: its email or external id is the KOL's), so any
+    other contact's inputs are those of the night before. Returns its name."""
+    conn.execute(f"""
+CREATE OR REPLACE TEMP TABLE _crm_reach AS
+SELECT crm_id FROM {_CONTACT_SIDE.changes}_keys
+UNION SELECT crm_id FROM {_CONTACT_SIDE.changes}_reclassified
+UNION SELECT crm_id FROM _pm_match
+UNION SELECT crm_id FROM _dup_sets
+UNION SELECT crm_id FROM {RESULT_TABLE} WHERE org = {sql_literal(org)} AND crm_id IS NOT NULL
+      AND (match_score IS NOT NULL OR duplicate_set_id IS NOT NULL)""")
+    return "_crm_reach"
+
+
+def _signatures(conn: duckdb.DuckDBPyConnection, reach: str | None) -> None:
     """_crm_sig (crm_id, kol_id, sig): a hash of everything _rows_sql reads to make each row (kept_result.py): of a
     contact's row, its staged contact and KOL rows (their hashes, h), its _crm_rows, _pm_match and _dup_sets rows;
-    of a KOL-only row, its staged KOL, the email's first KOL and its _pm_candidates row."""
-    conn.execute("""
+    of a KOL-only row, its staged KOL, the email's first KOL and its _pm_candidates row. `reach`: only the contacts
+    of that table (_reach) and every KOL-only row; else every row."""
+    reached = f"WHERE r.crm_id IN (SELECT crm_id FROM {reach})" if reach else ""
+    conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_sig AS
 SELECT r.crm_id, NULL::VARCHAR AS kol_id,
        hash(c.h, r.email_kol, r.shared, r.kol_primary, r.status0, m.crm_id, m.kol_id, m.kol_primary, m.score,
             m.reasons::VARCHAR, k.h, d.duplicate_set_id, d.suggested_master, d.master_reason) AS sig
 FROM _crm_rows r JOIN _crm_c c USING (crm_id) LEFT JOIN _pm_match m USING (crm_id)
 LEFT JOIN _crm_k k ON k.kol_id = coalesce(r.email_kol, m.kol_id) LEFT JOIN _dup_sets d USING (crm_id)
+{reached}
 UNION ALL
 SELECT NULL, l.kol_id, hash(l.h, l.email_first, c.candidates::VARCHAR, c.review)
 FROM _crm_lone l LEFT JOIN _pm_candidates c USING (kol_id)""")

@@ -124,11 +124,13 @@ def test_night_after_night_the_kept_pairs_are_those_a_reconciliation_from_scratc
         if night > 1:
             for conn in (kept_night, plain):
                 a_night_of_random_changes(conn, night, fillers)
-        made = reconcile_kept(kept_night, tmp_path, f"night-{night}").rows_made
+        result = reconcile_kept(kept_night, tmp_path, f"night-{night}")
         reconcile(plain, "kols", "contacts", run_id=f"night-{night}")
         assert kept_night.execute(RESULT).fetchall() == plain.execute(RESULT).fetchall(), f"night {night}"
         rows = plain.execute(f"SELECT count(*) FROM {RESULT_TABLE}").fetchone()[0]
+        made, signed = result.rows_made, result.rows_signed
         assert made == rows if night == 1 else made < rows / 2, f"night {night}: {made} of {rows} rows made"
+        assert signed == rows if night == 1 else made <= signed < rows, f"night {night}: {signed} of {rows} signed"
         with kept_features.attached(kept_night, tmp_path, "default"):
             kept_pairs = set(kept_night.execute(f"SELECT DISTINCT a, b FROM {kept_features.PAIRS}").fetchall())
         assert kept_pairs == candidate_pairs_from_scratch(plain), f"night {night}"
@@ -155,6 +157,23 @@ def test_rows_another_run_wrote_are_never_taken_for_the_kept_ones(tmp_path):
     assert everything == kept_night.execute(f"SELECT count(*) FROM {RESULT_TABLE}").fetchone()[0]
     a_night_of_random_changes(kept_night, 4, 0)
     assert reconcile_kept(kept_night, tmp_path, "night-4").rows_made < everything / 2
+
+
+def test_a_night_hashes_the_inputs_only_of_the_rows_its_changes_can_reach(tmp_path):
+    conn = warehouse(tmp_path / "w.duckdb")
+    rows = reconcile_kept(conn, tmp_path, "night-1").rows_signed
+    assert rows == conn.execute(f"SELECT count(*) FROM {RESULT_TABLE}").fetchone()[0]
+    contact = conn.execute(f"SELECT min(crm_id) FROM {RESULT_TABLE} WHERE status = 'matched' "
+                           "AND duplicate_set_id IS NULL").fetchone()[0]
+    conn.execute("UPDATE contacts SET title = 'Chief of ' || coalesce(title, 'Staff') WHERE crm_id = ?", [contact])
+    night = reconcile_kept(conn, tmp_path, "night-2")
+    # the retitled contact, the KOLs without a contact, and the contacts with a probable match or in a set
+    reachable = conn.execute(f"SELECT count(*) FROM {RESULT_TABLE} WHERE crm_id = ? OR crm_id IS NULL "
+                             "OR match_score IS NOT NULL OR duplicate_set_id IS NOT NULL", [contact]).fetchone()[0]
+    assert night.rows_signed == reachable < rows / 4
+    # and of those, the one row that changed is made again: its title now differs from its KOL's
+    assert night.rows_made == 1
+    assert conn.execute(f"SELECT status FROM {RESULT_TABLE} WHERE crm_id = ?", [contact]).fetchone()[0] == "conflict"
 
 
 def test_only_the_contacts_that_changed_are_computed_again(tmp_path):
