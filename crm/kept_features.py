@@ -38,7 +38,7 @@ from resources.sql import has_table, sql_literal, transaction
 KEPT_DIR = "crm-kept"
 ALIAS = "crm_kept"
 FEATURES = f"{ALIAS}.contact_features"
-KEYS = f"{ALIAS}.contact_keys"  # each contact's contact-contact blocking keys (id, key, probe)
+KEYS = f"{ALIAS}.contact_keys"  # each contact's contact-contact blocking keys (id, its rid, key, probe)
 PAIRS = f"{ALIAS}.duplicate_pairs"  # the contact pairs compared (a < b, by id), a row per key bringing them together
 STAMP = f"{ALIAS}.stamp"
 # The contact fields probable.CONTACT_SOURCE reads: the features and keys depend on these alone.
@@ -117,11 +117,11 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
     features.build(conn, fresh, probable.CONTACT_SOURCE.format(contacts=source))
     computed = conn.execute(f"SELECT count(*) FROM {fresh}").fetchone()[0]
     columns = [row[0] for row in conn.execute(f"DESCRIBE {fresh}").fetchall()]
-    _keep(conn, fresh, columns, replace=kept)
+    offset = _keep(conn, fresh, columns, replace=kept)
     if kept:
         # read where they are kept: a copy of the wide rows cost 1.7 s at 1M contacts
         conn.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * EXCLUDE (fingerprint) FROM {FEATURES}")
-        _update_pairs(conn, table)
+        _update_pairs(conn, table, offset)
     else:
         _first_pairs(conn, table)
     conn.execute(f"INSERT INTO {STAMP} VALUES (?)", [stamp()])
@@ -131,26 +131,28 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
     return computed
 
 
-def _keep(conn: duckdb.DuckDBPyConnection, fresh: str, columns: list[str], replace: bool) -> None:
+def _keep(conn: duckdb.DuckDBPyConnection, fresh: str, columns: list[str], replace: bool) -> int:
     """The kept rows: those of `fresh` with their fingerprints, in place of the changed and gone contacts' rows
     (`replace`), or as the first rows. A row keeps its row id (rid) from night to night: the first rows take
-    features.build's, in id order; later ones the next numbers, in id order among themselves."""
+    features.build's, in id order; later ones the next numbers, in id order among themselves. Returns what was
+    added to `fresh`'s rids to make the kept ones."""
     selected = ", ".join(f'f."{c}"' for c in columns if c != "rid")
     rows = f"SELECT {selected}, f.rid + {{offset}} AS rid, n.fingerprint FROM {fresh} f JOIN _kf_now n USING (id)"
     if not replace:
         conn.execute(f"CREATE TABLE {FEATURES} AS {rows.format(offset=0)}")
-        return
+        return 0
     with transaction(conn):
         offset = conn.execute(f"SELECT coalesce(max(rid), 0) FROM {FEATURES}").fetchone()[0]
         conn.execute(f"DELETE FROM {FEATURES} WHERE id IN (SELECT id FROM _kf_gone)")
         conn.execute(f"INSERT INTO {FEATURES} BY NAME {rows.format(offset=int(offset))}")
+    return int(offset)
 
 
 def _first_pairs(conn: duckdb.DuckDBPyConnection, table: str) -> None:
     """Every contact's keys and every pair kept, from `table` (all the contacts' features): duplicates.candidate_pairs
     with the keys that brought each pair together."""
     probable.keys(conn, table, kinds=probable.DUPLICATE_KINDS)
-    conn.execute(f"CREATE TABLE {KEYS} AS SELECT f.id, k.key, k.probe FROM {table}_keys k JOIN {table} f USING (rid)")
+    conn.execute(f"CREATE TABLE {KEYS} AS SELECT f.id, rid, k.key, k.probe FROM {table}_keys k JOIN {table} f USING (rid)")
     _keyed_pairs(conn, table, table)
     conn.execute(f"DROP TABLE {table}_keys")
     conn.execute(f"CREATE TABLE {PAIRS} AS {_pairs_by_id(table)}")
@@ -158,7 +160,7 @@ def _first_pairs(conn: duckdb.DuckDBPyConnection, table: str) -> None:
     conn.execute(f"ALTER TABLE _kf_compatible RENAME TO {duplicates.PAIRS}")
 
 
-def _update_pairs(conn: duckdb.DuckDBPyConnection, table: str) -> None:
+def _update_pairs(conn: duckdb.DuckDBPyConnection, table: str, offset: int) -> None:
     """The kept keys and pairs brought up to date, and duplicates.PAIRS made of them (rids of `table`).
 
     A pair depends on its two contacts' features and on the keys they share, each of which brings them together
@@ -166,24 +168,25 @@ def _update_pairs(conn: duckdb.DuckDBPyConnection, table: str) -> None:
     those of a changed or gone contact, and those of a key a contact gained or lost (its holders' count moved).
     Those rows are dropped and made again from the keys still small: every pair of a moved key, and the changed
     contacts' pairs of the keys they hold. A key held by more contacts than the cap brings no pair, so its
-    holders (a common name's thousands) are never read."""
+    holders (a common name's thousands) are never read. `offset`: what makes the fresh rows' rids the kept ones."""
     conn.execute("CREATE OR REPLACE TEMP TABLE _kf_touched AS SELECT id FROM _kf_gone UNION SELECT id FROM _kf_changed")
     probable.keys(conn, "_kf_fresh", kinds=probable.DUPLICATE_KINDS)
     conn.execute("CREATE OR REPLACE TEMP TABLE _kf_new_keys AS "
-                 "SELECT f.id, k.key, k.probe FROM _kf_fresh_keys k JOIN _kf_fresh f USING (rid)")
+                 f"SELECT f.id, rid + {int(offset)} AS rid, k.key, k.probe FROM _kf_fresh_keys k JOIN _kf_fresh f USING (rid)")
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_old_keys AS SELECT id, key, probe FROM {KEYS} SEMI JOIN _kf_touched USING (id)")
     conn.execute("""
 CREATE OR REPLACE TEMP TABLE _kf_moved AS
-SELECT DISTINCT key FROM ((FROM _kf_old_keys EXCEPT FROM _kf_new_keys) UNION ALL (FROM _kf_new_keys EXCEPT FROM _kf_old_keys))""")
+WITH new AS (SELECT id, key, probe FROM _kf_new_keys)
+SELECT DISTINCT key FROM ((FROM _kf_old_keys EXCEPT FROM new) UNION ALL (FROM new EXCEPT FROM _kf_old_keys))""")
     with transaction(conn):
         conn.execute(f"DELETE FROM {KEYS} WHERE id IN (SELECT id FROM _kf_touched)")
-        conn.execute(f"INSERT INTO {KEYS} SELECT id, key, probe FROM _kf_new_keys")
+        conn.execute(f"INSERT INTO {KEYS} SELECT id, rid, key, probe FROM _kf_new_keys")
     cap = int(probable.DUPLICATE_BLOCK_CAP)
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _kf_m_keys AS
 WITH small AS (SELECT key FROM {KEYS} SEMI JOIN (SELECT key FROM _kf_moved UNION SELECT key FROM _kf_new_keys) USING (key)
                GROUP BY key HAVING count(*) <= {cap})
-SELECT t.rid, k.key, k.probe FROM {KEYS} k SEMI JOIN small USING (key) JOIN {table} t ON t.id = k.id""")
+SELECT rid, key, probe FROM {KEYS} SEMI JOIN small USING (key)""")
     _keyed_pairs(conn, "_kf_m", table, by_id=True)
     conn.execute(f"""
 DELETE FROM _kf_pairs WHERE key NOT IN (SELECT key FROM _kf_moved) AND a NOT IN (SELECT t.rid FROM {table} t SEMI JOIN

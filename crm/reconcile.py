@@ -286,11 +286,10 @@ def _probable(conn: duckdb.DuckDBPyConnection, kols: str, contacts: str, thresho
               rejected: pa.Table | None, kept: str | None) -> int:
     """The second pass (probable.py, duplicates.py): _pm_match, _pm_candidates and _dup_sets; returns the
     number of duplicate sets."""
-    # The KOL pool: each email's first KOL and the KOLs without an email, less those a contact row counts.
-    conn.execute("""
-CREATE OR REPLACE TEMP TABLE _pm_kpool AS
-SELECT kol_id AS id FROM (SELECT kol_id FROM _crm_e UNION ALL SELECT kol_id FROM _crm_k WHERE email_n IS NULL)
-WHERE kol_id NOT IN (SELECT email_kol FROM _crm_rows WHERE kol_primary)""")
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_uncounted AS {_UNCOUNTED_KOLS}")
+    # The KOL pool: of the KOLs no contact row counts, each email's first and those without an email.
+    conn.execute("CREATE OR REPLACE TEMP TABLE _pm_kpool AS "
+                 "SELECT kol_id AS id FROM _crm_uncounted WHERE email_n IS NULL OR kol_id = email_first")
     conn.execute("CREATE OR REPLACE TEMP TABLE _pm_cpool_ids AS SELECT crm_id FROM _crm_rows WHERE status0 = 'crm_only'")
     rejected = rejected if rejected is not None else pa.table({"kol_id": pa.array([], pa.string()),
                                                                "crm_id": pa.array([], pa.string())})
@@ -434,15 +433,18 @@ WITH differing AS MATERIALIZED (
 _DIRTY_CONTACTS = "(SELECT crm_id FROM _crm_dirty WHERE crm_id IS NOT NULL)"
 _DIRTY_KOLS = "(SELECT kol_id FROM _crm_dirty WHERE crm_id IS NULL)"
 
-# _crm_lone: the KOLs no contact row counts (kol_primary), with the email's first KOL: the KOL-only rows.
-_LONE_KOLS = """
-SELECT k.kol_id, k.h, k.email_n, k.kol_email, k.kol_name, k.kol_institution, e.kol_id AS email_first,
-       CASE WHEN k.email_n IS NULL THEN 'no_email'
-            WHEN k.kol_id <> e.kol_id THEN 'duplicate_in_kols'
-            ELSE 'missing_in_crm' END AS status
+# _crm_uncounted: the KOLs no contact row of the classification counts (kol_primary), with the email's first KOL.
+_UNCOUNTED_KOLS = """
+SELECT k.kol_id, k.h, k.email_n, k.kol_email, k.kol_name, k.kol_institution, e.kol_id AS email_first
 FROM _crm_k k LEFT JOIN _crm_e e ON e.email_n = k.email_n
-ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary UNION ALL SELECT kol_id FROM _pm_match WHERE kol_primary) p
-  ON p.email_kol = k.kol_id"""
+ANTI JOIN (SELECT email_kol FROM _crm_rows WHERE kol_primary) p ON p.email_kol = k.kol_id"""
+
+# _crm_lone: of those, the KOLs no probable match counts either: the KOL-only rows.
+_LONE_KOLS = """
+SELECT *, CASE WHEN email_n IS NULL THEN 'no_email'
+               WHEN kol_id <> email_first THEN 'duplicate_in_kols'
+               ELSE 'missing_in_crm' END AS status
+FROM _crm_uncounted u ANTI JOIN (SELECT kol_id FROM _pm_match WHERE kol_primary) p USING (kol_id)"""
 
 
 def _reach(conn: duckdb.DuckDBPyConnection, org: str) -> str:
