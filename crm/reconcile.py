@@ -205,8 +205,9 @@ def reconcile(
         _signatures(conn, reach)
         if compared:
             kept_result.compare(conn, kept, "_crm_sig", reach)
-    _differences(conn, mapping, compared)
-    _result_rows(conn, compared)
+    inputs = _dirty_inputs(conn) if compared else _ALL_INPUTS
+    _differences(conn, mapping, inputs)
+    _result_rows(conn, inputs)
     try:
         with transaction(conn):
             this_org = f"org = {sql_literal(org)}"
@@ -238,11 +239,11 @@ def reconcile(
                                 rows_signed=int(signed))
 
 
-def _result_rows(conn: duckdb.DuckDBPyConnection, only_dirty: bool) -> None:
-    """_crm_new: every row of this run's result (`only_dirty`: the rows of _crm_dirty), in the result table's own
-    column types (so that an unchanged row hashes as its stored copy does), with that hash (h) of its produced
-    columns, in one pass: the wide rows were written to a table of their own and copied again with the hash (0.45 s
-    more at 1M)."""
+def _result_rows(conn: duckdb.DuckDBPyConnection, inputs: _RowInputs) -> None:
+    """_crm_new: the rows of this run's result made from `inputs` (every row, or those of _crm_dirty), in the result
+    table's own column types (so that an unchanged row hashes as its stored copy does), with that hash (h) of its
+    produced columns, in one pass: the wide rows were written to a table of their own and copied again with the hash
+    (0.45 s more at 1M)."""
     types = dict(conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? AND "
                               "database_name = current_database() AND schema_name = current_schema()",
                               [RESULT_TABLE]).fetchall())
@@ -250,7 +251,7 @@ def _result_rows(conn: duckdb.DuckDBPyConnection, only_dirty: bool) -> None:
     typed = ", ".join(f'CAST("{name}" AS {types[name]}) AS "{name}"' for name in produced)
     hashed = ", ".join(f'"{name}"' for name in produced)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_new AS SELECT hash({hashed}) AS h, * "
-                 f"FROM (SELECT {typed} FROM ({_rows_sql(only_dirty)}))")
+                 f"FROM (SELECT {typed} FROM ({_rows_sql(inputs)}))")
 
 
 def _write_changed_rows(conn: duckdb.DuckDBPyConnection, org: str, run_id: str, reconciled_at: datetime,
@@ -410,28 +411,51 @@ FROM classified c LEFT JOIN per_kol p ON p.email_kol = c.email_kol"""
 
 
 def _differences(conn: duckdb.DuckDBPyConnection, rules: list[FieldRule] | tuple[FieldRule, ...],
-                 only_dirty: bool) -> None:
+                 inputs: _RowInputs) -> None:
     """_crm_diff: the differences of the pairs whose raw values differ somewhere (normalized keys are computed only
     for those, a few percent of the pairs), in the one join that brings the two sides' raw values together;
-    `only_dirty`: of the contacts of _crm_dirty alone."""
+    of the contacts of `inputs`."""
     raw_equal = " AND ".join(f"k.v{i} IS NOT DISTINCT FROM c.v{i}" for i in range(len(rules)))
-    dirty = f" AND r.crm_id IN {_DIRTY_CONTACTS}" if only_dirty else ""
-    sides = ", ".join(f"k.v{i} AS k_v{i}, c.v{i} AS c_v{i}" for i in range(len(rules)))
+    values = ", ".join(f"k.v{i} AS k_v{i}, c.v{i} AS c_v{i}" for i in range(len(rules)))
     phones = "".join(f", CASE WHEN k_v{i} IS DISTINCT FROM c_v{i} THEN crm_phone_national(k_v{i}) END AS kp{i}"
                      f", CASE WHEN k_v{i} IS DISTINCT FROM c_v{i} THEN crm_phone_national(c_v{i}) END AS cp{i}"
                      for i, rule in enumerate(rules) if rule.kind == "phone")
     conn.execute(f"""
 CREATE OR REPLACE TEMP TABLE _crm_diff AS
 WITH differing AS MATERIALIZED (
-  SELECT c.crm_id, {sides} FROM _crm_rows r JOIN _crm_c c USING (crm_id) JOIN _crm_k k ON k.kol_id = r.email_kol
-  WHERE NOT ({raw_equal}){dirty}
+  SELECT c.crm_id, {values} FROM {inputs.rows} r JOIN {inputs.contacts} c USING (crm_id)
+  JOIN {inputs.kols} k ON k.kol_id = r.email_kol WHERE NOT ({raw_equal})
 ), keyed AS MATERIALIZED (SELECT *{phones} FROM differing)
 {_differences_sql(rules)}""")
 
 
-# The contacts and the KOLs (of KOL-only rows) whose rows a night makes when it compared signatures (kept_result).
-_DIRTY_CONTACTS = "(SELECT crm_id FROM _crm_dirty WHERE crm_id IS NOT NULL)"
-_DIRTY_KOLS = "(SELECT kol_id FROM _crm_dirty WHERE crm_id IS NULL)"
+@dataclass(frozen=True)
+class _RowInputs:
+    """What the result's rows are made from: the contacts' classification (_crm_rows), staged contacts and staged
+    KOLs, and which KOL-only rows are made (a condition on _crm_lone `l`)."""
+
+    rows: str
+    contacts: str
+    kols: str
+    lone: str = "true"
+
+
+_ALL_INPUTS = _RowInputs("_crm_rows", "_crm_c", "_crm_k")
+
+
+def _dirty_inputs(conn: duckdb.DuckDBPyConnection) -> _RowInputs:
+    """The inputs of the rows a night makes when it compared signatures (kept_result): the classification and staged
+    contact of each contact of _crm_dirty, and the staged KOLs those contacts' rows read (by email or probable match),
+    each read once from the kept tables into TEMP tables, which the differences and the rows then join."""
+    conn.execute("CREATE OR REPLACE TEMP TABLE _crm_dirty_rows AS SELECT * FROM _crm_rows "
+                 "WHERE crm_id IN (SELECT crm_id FROM _crm_dirty WHERE crm_id IS NOT NULL)")
+    conn.execute("CREATE OR REPLACE TEMP TABLE _crm_dirty_c AS SELECT * FROM _crm_c "
+                 "WHERE crm_id IN (SELECT crm_id FROM _crm_dirty_rows)")
+    conn.execute("""
+CREATE OR REPLACE TEMP TABLE _crm_dirty_k AS SELECT * FROM _crm_k WHERE kol_id IN (
+  SELECT email_kol FROM _crm_dirty_rows UNION SELECT kol_id FROM _pm_match WHERE crm_id IN (SELECT crm_id FROM _crm_dirty_rows))""")
+    return _RowInputs("_crm_dirty_rows", "_crm_dirty_c", "_crm_dirty_k",
+                  lone="l.kol_id IN (SELECT kol_id FROM _crm_dirty WHERE crm_id IS NULL)")
 
 # _crm_uncounted: the KOLs no contact row of the classification counts (kol_primary), with the email's first KOL.
 _UNCOUNTED_KOLS = """
@@ -490,9 +514,8 @@ def _source() -> str:
     return inspect.getsource(sys.modules[__name__])
 
 
-def _rows_sql(only_dirty: bool) -> str:
-    """Every output row (status .. master_reason) from the staged tables; `only_dirty`: those of _crm_dirty."""
-    contacts, kols = (f"WHERE crm_id IN {_DIRTY_CONTACTS}", f"WHERE l.kol_id IN {_DIRTY_KOLS}") if only_dirty else ("", "")
+def _rows_sql(inputs: _RowInputs) -> str:
+    """The output rows (status .. master_reason) of the contacts of `inputs` and of its KOL-only rows."""
     return f"""
 SELECT CASE WHEN m.crm_id IS NOT NULL THEN 'probable_match'
             WHEN status0 = 'pair' THEN (CASE WHEN differences IS NULL THEN 'matched' ELSE 'conflict' END)
@@ -513,10 +536,9 @@ SELECT CASE WHEN m.crm_id IS NOT NULL THEN 'probable_match'
        m.score AS match_score, SCORE_BAND AS score_band, m.reasons AS match_reasons,
        m.crm_id IS NOT NULL AND m.kol_primary AS needs_review,
        d.duplicate_set_id, d.suggested_master, d.master_reason
-FROM _crm_rows r JOIN _crm_c c USING (crm_id) LEFT JOIN _pm_match m USING (crm_id)
-LEFT JOIN _crm_k k ON k.kol_id = coalesce(r.email_kol, m.kol_id)
+FROM {inputs.rows} r JOIN {inputs.contacts} c USING (crm_id) LEFT JOIN _pm_match m USING (crm_id)
+LEFT JOIN {inputs.kols} k ON k.kol_id = coalesce(r.email_kol, m.kol_id)
 LEFT JOIN _crm_diff USING (crm_id) LEFT JOIN _dup_sets d USING (crm_id)
-{contacts}
 UNION ALL BY NAME
 SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external_id, l.email_n AS email_normalized,
        l.kol_email, NULL AS crm_email, l.kol_name, NULL AS crm_name, l.kol_institution AS institution,
@@ -527,7 +549,7 @@ SELECT l.status, l.kol_id, true AS kol_primary, NULL AS crm_id, NULL AS external
        NULL::DOUBLE AS match_score, NULL AS score_band, NULL::JSON AS match_reasons, coalesce(c.review, false) AS needs_review,
        NULL AS duplicate_set_id, NULL AS suggested_master, NULL AS master_reason
 FROM _crm_lone l LEFT JOIN _pm_candidates c USING (kol_id)
-{kols}""".replace("SCORE_BAND", score_band_sql("m.score"))
+WHERE {inputs.lone}""".replace("SCORE_BAND", score_band_sql("m.score"))
 
 
 def org_kols(org: str, kols_table: str = "kols") -> str:
