@@ -107,11 +107,11 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
                  f"FROM {contacts}")
     fresh, source = table, contacts  # nothing kept: every contact is computed, as without kept rows
     if kept:
-        unchanged = "ON f.id = n.id AND f.fingerprint = n.fingerprint"
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_gone AS SELECT f.id FROM {FEATURES} f "
-                     f"ANTI JOIN _kf_now n {unchanged}")
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_changed AS SELECT n.id FROM _kf_now n ANTI JOIN {FEATURES} f "
-                     f"{unchanged}")
+        # kept rows no contact has as it is (gone or changed), and contacts with no kept row as they are, in one join
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_differ AS SELECT f.id AS kept, n.id AS now FROM {FEATURES} f "
+                     "FULL JOIN _kf_now n ON f.id = n.id AND f.fingerprint = n.fingerprint WHERE f.id IS NULL OR n.id IS NULL")
+        conn.execute("CREATE OR REPLACE TEMP TABLE _kf_gone AS SELECT kept AS id FROM _kf_differ WHERE kept IS NOT NULL")
+        conn.execute("CREATE OR REPLACE TEMP TABLE _kf_changed AS SELECT now AS id FROM _kf_differ WHERE now IS NOT NULL")
         fresh = "_kf_fresh"
         source = f"(SELECT * FROM {contacts} WHERE crm_id IN (SELECT id FROM _kf_changed))"
     features.build(conn, fresh, probable.CONTACT_SOURCE.format(contacts=source))
@@ -125,7 +125,7 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
     else:
         _first_pairs(conn, table)
     conn.execute(f"INSERT INTO {STAMP} VALUES (?)", [stamp()])
-    for temp in ("_kf_now", "_kf_gone", "_kf_changed", "_kf_fresh", "_kf_fresh_keys", "_kf_touched", "_kf_new_keys",
+    for temp in ("_kf_now", "_kf_differ", "_kf_gone", "_kf_changed", "_kf_fresh", "_kf_fresh_keys", "_kf_touched", "_kf_new_keys",
                  "_kf_old_keys", "_kf_moved", "_kf_m_keys", "_kf_pairs"):
         conn.execute(f"DROP TABLE IF EXISTS {temp}")
     return computed
