@@ -109,9 +109,12 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
     if kept:
         # kept rows no contact has as it is (gone or changed), and contacts with no kept row as they are, in one join
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_differ AS SELECT f.id AS kept, n.id AS now FROM {FEATURES} f "
-                     "FULL JOIN _kf_now n ON f.id = n.id AND f.fingerprint = n.fingerprint WHERE f.id IS NULL OR n.id IS NULL")
-        conn.execute("CREATE OR REPLACE TEMP TABLE _kf_gone AS SELECT kept AS id FROM _kf_differ WHERE kept IS NOT NULL")
-        conn.execute("CREATE OR REPLACE TEMP TABLE _kf_changed AS SELECT now AS id FROM _kf_differ WHERE now IS NOT NULL")
+                     "FULL JOIN _kf_now n ON f.id = n.id AND f.fingerprint = n.fingerprint "
+                     "WHERE f.id IS NULL OR n.id IS NULL")
+        conn.execute("CREATE OR REPLACE TEMP TABLE _kf_gone AS "
+                     "SELECT kept AS id FROM _kf_differ WHERE kept IS NOT NULL")
+        conn.execute("CREATE OR REPLACE TEMP TABLE _kf_changed AS "
+                     "SELECT now AS id FROM _kf_differ WHERE now IS NOT NULL")
         fresh = "_kf_fresh"
         source = f"(SELECT * FROM {contacts} WHERE crm_id IN (SELECT id FROM _kf_changed))"
     features.build(conn, fresh, probable.CONTACT_SOURCE.format(contacts=source))
@@ -125,8 +128,8 @@ def build(conn: duckdb.DuckDBPyConnection, contacts: str, table: str) -> int:
     else:
         _first_pairs(conn, table)
     conn.execute(f"INSERT INTO {STAMP} VALUES (?)", [stamp()])
-    for temp in ("_kf_now", "_kf_differ", "_kf_gone", "_kf_changed", "_kf_fresh", "_kf_fresh_keys", "_kf_touched", "_kf_new_keys",
-                 "_kf_old_keys", "_kf_moved", "_kf_m_keys", "_kf_pairs"):
+    for temp in ("_kf_now", "_kf_differ", "_kf_gone", "_kf_changed", "_kf_fresh", "_kf_fresh_keys", "_kf_touched",
+                 "_kf_new_keys", "_kf_old_keys", "_kf_moved", "_kf_m_keys", "_kf_pairs"):
         conn.execute(f"DROP TABLE IF EXISTS {temp}")
     return computed
 
@@ -172,7 +175,8 @@ def _update_pairs(conn: duckdb.DuckDBPyConnection, table: str, offset: int) -> N
     conn.execute("CREATE OR REPLACE TEMP TABLE _kf_touched AS SELECT id FROM _kf_gone UNION SELECT id FROM _kf_changed")
     probable.keys(conn, "_kf_fresh", kinds=probable.DUPLICATE_KINDS)
     conn.execute("CREATE OR REPLACE TEMP TABLE _kf_new_keys AS "
-                 f"SELECT f.id, rid + {int(offset)} AS rid, k.key, k.probe FROM _kf_fresh_keys k JOIN _kf_fresh f USING (rid)")
+                 f"SELECT f.id, rid + {int(offset)} AS rid, k.key, k.probe "
+                 "FROM _kf_fresh_keys k JOIN _kf_fresh f USING (rid)")
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _kf_old_keys AS SELECT id, key, probe FROM {KEYS} SEMI JOIN _kf_touched USING (id)")
     conn.execute("""
 CREATE OR REPLACE TEMP TABLE _kf_moved AS

@@ -453,9 +453,11 @@ def _dirty_inputs(conn: duckdb.DuckDBPyConnection) -> _RowInputs:
                  "WHERE crm_id IN (SELECT crm_id FROM _crm_dirty_rows)")
     conn.execute("""
 CREATE OR REPLACE TEMP TABLE _crm_dirty_k AS SELECT * FROM _crm_k WHERE kol_id IN (
-  SELECT email_kol FROM _crm_dirty_rows UNION SELECT kol_id FROM _pm_match WHERE crm_id IN (SELECT crm_id FROM _crm_dirty_rows))""")
+  SELECT email_kol FROM _crm_dirty_rows
+  UNION SELECT kol_id FROM _pm_match WHERE crm_id IN (SELECT crm_id FROM _crm_dirty_rows))""")
     return _RowInputs("_crm_dirty_rows", "_crm_dirty_c", "_crm_dirty_k",
-                  lone="l.kol_id IN (SELECT kol_id FROM _crm_dirty WHERE crm_id IS NULL)")
+                      lone="l.kol_id IN (SELECT kol_id FROM _crm_dirty WHERE crm_id IS NULL)")
+
 
 # _crm_uncounted: the KOLs no contact row of the classification counts (kol_primary), with the email's first KOL.
 _UNCOUNTED_KOLS = """
