@@ -60,13 +60,10 @@ def compare(conn: duckdb.DuckDBPyConnection, kept: str, signatures: str, reach: 
     (crm_id) whose signatures `signatures` holds, with every KOL-only row's; the kept signatures of other contacts
     are left as they are."""
     reached = f" WHERE crm_id IS NULL OR crm_id IN (SELECT crm_id FROM {reach})" if reach else ""
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_old_sig AS SELECT rowid AS row, crm_id, kol_id, sig "
-                 f"FROM {kept}.{SIGNATURES}{reached}")
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_dirty AS SELECT n.* FROM {signatures} n "
-                 f"ANTI JOIN _crm_old_sig o ON {SAME_ROW}")
+    old = f"(SELECT rowid AS row, crm_id, kol_id, sig FROM {kept}.{SIGNATURES}{reached})"
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_dirty AS SELECT n.* FROM {signatures} n ANTI JOIN {old} o ON {SAME_ROW}")
     conn.execute(f"CREATE OR REPLACE TEMP TABLE _crm_stale AS SELECT o.row, o.crm_id, o.kol_id "
-                 f"FROM _crm_old_sig o ANTI JOIN {signatures} n ON {SAME_ROW}")
-    conn.execute("DROP TABLE _crm_old_sig")
+                 f"FROM {old} o ANTI JOIN {signatures} n ON {SAME_ROW}")
 
 
 def record(conn: duckdb.DuckDBPyConnection, kept: str, signatures: str, run_id: str, stamp_now: str,
