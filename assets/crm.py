@@ -27,7 +27,7 @@ from assets.partitions import ORGS, partition_org
 from assets.snapshot_date import snapshot_date as run_snapshot_date
 from resources.crm.errors import CrmError
 from resources.crm.settings import CrmSettings
-from resources.crm.mapping import CHANGES_SCHEMA, CONTACT_SCHEMA
+from resources.crm.mapping import CHANGES_SCHEMA, CONTACT_SCHEMA, CONTACT_UNIQUE
 from resources.lake import LakeResource
 from resources import sql
 from resources.sql import read_parquet, sql_literal, transaction
@@ -119,7 +119,7 @@ def _extract_all(context: dg.AssetExecutionContext, crm: CrmSource, lake: LakeRe
     is full). Returns (rows, the published snapshot)."""
     changes = crm.contact_changes(None) if hasattr(crm, "contact_changes") else None
     rows = 0
-    with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as staged:
+    with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id", unique=CONTACT_UNIQUE) as staged:
         for batch in (changes if changes is not None else crm.iter_contacts()):
             if changes is not None:
                 batch = batch.select(CONTACT_SCHEMA.names)
@@ -142,7 +142,8 @@ def _merge_changes(context: dg.AssetExecutionContext, crm: CrmSource, lake: Lake
     writer lock), merged into crm_contacts with the extract's new watermark; the lake's snapshot of the date is the
     merged table. Returns (its rows, rows read, contacts deleted, the published snapshot)."""
     rows, changes = 0, crm.contact_changes(since)
-    with lake.snapshot(org, CONTACTS_LAKE + "_changes", date, CHANGES_SCHEMA, key="Id", publish=False) as staged:
+    with lake.snapshot(org, CONTACTS_LAKE + "_changes", date, CHANGES_SCHEMA, key="Id", publish=False,
+                       unique=CONTACT_UNIQUE) as staged:
         for batch in changes:
             staged.write(batch)
             _progress(context, crm, rows, batch.num_rows)
@@ -152,7 +153,7 @@ def _merge_changes(context: dg.AssetExecutionContext, crm: CrmSource, lake: Lake
             _, deleted = contact_changes.merge(session.conn, org, read_parquet(staged.path))
             contact_changes.record(session.conn, org, crm.source_name, changes.watermark, full=False, rows=rows,
                                    deleted=deleted)
-            with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id") as snapshot:
+            with lake.snapshot(org, CONTACTS_LAKE, date, CONTACT_SCHEMA, key="Id", unique=CONTACT_UNIQUE) as snapshot:
                 columns = ", ".join(f'"{name}"' for name in CONTACT_SCHEMA.names)
                 with sql.cursor(session.conn) as cursor:
                     reader = cursor.sql(f"SELECT {columns} FROM {CONTACTS_TABLE} WHERE org = {sql_literal(org)}"

@@ -61,6 +61,8 @@ CONTACT_SCHEMA = pa.schema([
     _field("external_id", pa.string(), "The external-id field (default KOL_Id__c, the KOL id); NULL when the org lacks it"),
     _field("custom", pa.string(), "JSON object of the admin-mapped custom fields {canonical name: value}; NULL when none are mapped"),
 ])
+# The contact's fields that hold a value per contact (the lake writes them without a dictionary).
+CONTACT_UNIQUE = ("crm_id", "email", "phone", "external_id")
 # An incremental extract's rows (resources/crm/salesforce.py contact_changes) carry two fields more.
 CHANGE_FIELDS = ("SystemModstamp", "IsDeleted")
 CHANGES_SCHEMA = CONTACT_SCHEMA.append(_field("system_modstamp", TIMESTAMP, "SystemModstamp (UTC)")).append(

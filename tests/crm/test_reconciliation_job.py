@@ -14,12 +14,14 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from commops_cli.crm_sandbox import Sandbox, start_sandbox
 from commops_cli.crm_run import ReconcileError, run_reconciliation
 from crm import report
 from crm.kept_features import kept_path
+from resources.crm.mapping import CONTACT_UNIQUE
 from resources.crm.salesforce import CLOCK_MARGIN
 from tests.crm.support import crm_env, reconcile_against, rows
 from tests.processes import terminate
@@ -201,6 +203,16 @@ def test_a_second_night_extracts_what_changed_and_ends_as_a_full_extract_would(s
     contacts = "SELECT * EXCLUDE (_extracted_at) FROM crm_contacts ORDER BY crm_id"
     assert rows(data_dir / "warehouse.duckdb", contacts) == rows(full_dir / "warehouse.duckdb", contacts)
     assert ids[3] not in {row[1] for row in rows(data_dir / "warehouse.duckdb", contacts)}
+    # the lake's snapshot of the night holds them too; the fields with a value per contact are written without a
+    # dictionary (which would only cost), the others with one
+    for folder in (data_dir, full_dir):
+        (snapshot,) = (folder / "lake" / "org=default" / "crm_contacts").glob("snapshot_date=*/data.parquet")
+        assert rows(folder / "warehouse.duckdb", f"SELECT * FROM read_parquet('{snapshot}', hive_partitioning = false) ORDER BY crm_id") == \
+            rows(folder / "warehouse.duckdb", "SELECT * EXCLUDE (org, _extracted_at) FROM crm_contacts ORDER BY crm_id")
+        meta = pq.ParquetFile(snapshot).metadata
+        encodings = {meta.schema.column(i).name: meta.row_group(0).column(i).encodings for i in range(meta.num_columns)}
+        assert not any("DICTIONARY" in encoding for name in CONTACT_UNIQUE for encoding in encodings[name])
+        assert any("DICTIONARY" in encoding for encoding in encodings["country"])
     result = "SELECT * EXCLUDE (run_id, reconciled_at) FROM kol_crm_reconciliation ORDER BY crm_id, kol_id"
     assert rows(data_dir / "analytics.duckdb", result) == rows(full_dir / "analytics.duckdb", result)
     assert incremental.counts == full.counts and incremental.contacts == full.contacts == sandbox.contacts
