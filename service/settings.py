@@ -76,7 +76,8 @@ class ServiceSettings(BaseSettings):
     # addresses: refused unless opted in (the demo and tests do); always refused in production.
     webhook_allow_private: bool = False
     webhook_per_webhook_concurrency: int = 8  # attempts in flight per webhook
-    webhook_poll_interval_seconds: float = 0.05  # retries falling due; new events are seen within ~5 ms
+    # retries falling due; a new event is seen within 5 ms of activity, within this interval after a quiet spell
+    webhook_poll_interval_seconds: float = 0.05
     webhook_smtp_host: str = "localhost"
     webhook_smtp_port: int = 25
     webhook_smtp_sender: str = "commops-service@localhost"

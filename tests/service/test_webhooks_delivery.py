@@ -20,6 +20,7 @@ from service.store import deliveries as delivery_store
 from service.store import outbox
 from service.store import webhooks as store
 from service.store.db import transaction
+from service.webhooks.config import WebhookConfig
 from tests.service.webhook_support import (  # noqa: F401 (fixtures)
     OWNER_EMAIL,
     ServiceDb,
@@ -84,6 +85,29 @@ def test_body_is_the_exact_outbox_bytes_and_both_signatures_verify(service_db, r
     payload = got.json()
     assert set(payload) == {"id", "event", "created_at", "data", "organization_id"}
     assert payload["id"].startswith("wh_evt_") and payload["organization_id"] == service_db.org_id
+
+
+def _thread_cpu_seconds(native_id: int) -> float:
+    fields = open(f"/proc/self/task/{native_id}/stat").read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads a thread's CPU time from /proc")
+def test_an_idle_worker_costs_almost_no_processor_and_still_sends_a_new_event_at_once(service_db, receiver):
+    add_webhook(service_db, receiver.url("/hook"))
+    with running_worker(service_db.config(poll_interval_seconds=WebhookConfig.poll_interval_seconds)) as worker:
+        time.sleep(1.0)  # nothing to send: its checks for commits have slowed to the poll interval
+        loop_thread = worker._thread.native_id
+        before = _thread_cpu_seconds(loop_thread)
+        time.sleep(3.0)
+        used = _thread_cpu_seconds(loop_thread) - before
+        sent = time.monotonic()
+        emit(service_db)
+        receiver.wait_for("/hook", 1)
+        took = time.monotonic() - sent
+    print(f"idle loop thread: {used:.3f} s of processor in 3 s; an event after the quiet sent in {took:.3f} s")
+    assert used < 0.09  # under 3% of a core (checking for commits every 5 ms cost about 8%)
+    assert took < 1.0
 
 
 def test_failed_delivery_is_retried_on_the_scaled_schedule_and_every_attempt_is_logged(service_db, receiver):
