@@ -48,7 +48,7 @@ class StagedSnapshot:
     well (`changes`; resources/changed_rows.py), compared within ranges of the list's `sort` key. It owns
     a small DuckDB connection (`conn`: a cursor of a database the process keeps, resources/process_databases.py)
     for hashing, finishing and the checks that read it. The fields named `unique` (a value per row: ids, emails)
-    are written without a dictionary, which would only cost: a third of the writing time of the CRM's contacts."""
+    are written without a dictionary, which would only cost: a quarter of the writing time of the CRM's contacts."""
 
     def __init__(self, staging: Path, schema: pa.Schema, *, key: str, newest_by: str, digest: tuple[str, ...] = (),
                  previous: Path | None = None, sort: str | None = None, replaces: str | None = None,
