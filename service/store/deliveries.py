@@ -76,6 +76,17 @@ def webhooks_with_due_work(conn: sqlite3.Connection, now: str) -> list[str]:
     return [row["id"] for row in rows]
 
 
+def next_due(conn: sqlite3.Connection) -> str | None:
+    """When the next delivery an active webhook owes falls due: its next attempt, or the end of the lease another
+    worker holds on it, whichever is later (storage format); None when nothing is pending."""
+    row = conn.execute(
+        "SELECT min(max(d.next_attempt_at, coalesce(d.lease_until, ''))) FROM webhook_deliveries d"
+        " JOIN webhooks w ON w.id = d.webhook_id"
+        " WHERE d.status = 'pending' AND w.enabled = 1 AND w.status = 'active' AND w.deleted_at IS NULL"
+    ).fetchone()
+    return row[0]
+
+
 def claim_due(
     conn: sqlite3.Connection, webhook_id: str, owner: str, now: str, lease_until: str, limit: int
 ) -> list[Claimed]:

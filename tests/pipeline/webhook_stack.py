@@ -32,7 +32,6 @@ from webhooks.receiver.settings import ReceiverSettings
 
 WEBHOOK_SETTINGS = {
     "webhook_time_scale": 0.00002,  # retries 1.2 ms ... 1.7 s
-    "webhook_poll_interval_seconds": 0.01,
     "webhook_attempt_timeout_seconds": 2.0,
     "webhook_allow_private": True,  # the receiver listens on loopback
 }

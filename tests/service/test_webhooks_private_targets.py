@@ -86,7 +86,7 @@ def test_the_opt_in_allows_loopback_receivers(tmp_path, rx):
 
 def test_the_delivery_worker_refuses_loopback_receivers_by_default(service_db, receiver):
     webhook_id = add_webhook(service_db, f"http://localhost:{receiver.port}/internal")
-    config = WebhookConfig(db=service_db.path, time_scale=0.00002, poll_interval_seconds=0.01,
+    config = WebhookConfig(db=service_db.path, time_scale=0.00002,
                            attempt_timeout_seconds=2.0)  # allow_private left at its default
     with running_worker(config):
         emit(service_db)

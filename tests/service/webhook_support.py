@@ -216,11 +216,10 @@ class ServiceDb:
         return connect(self.path)
 
     def config(self, **overrides: Any) -> WebhookConfig:
-        """Delivery settings for tests: retries shrunk 50,000-fold (1.2 ms ... 1.7 s), quick polling."""
+        """Delivery settings for tests: retries shrunk 50,000-fold (1.2 ms ... 1.7 s)."""
         values: dict[str, Any] = {
             "db": self.path,
             "time_scale": 0.00002,
-            "poll_interval_seconds": 0.01,
             "attempt_timeout_seconds": 2.0,
             "allow_private": True,  # the test receivers listen on loopback
         }
@@ -280,7 +279,6 @@ def webhook_service(db: Path, **settings: Any) -> Iterator[WebhookService]:
         "db": db,
         "rate_limits_enabled": False,
         "webhook_time_scale": 0.00002,
-        "webhook_poll_interval_seconds": 0.01,
         "webhook_attempt_timeout_seconds": 2.0,
         "webhook_smtp_port": free_port(),  # nothing listens: failure emails stay owed, harmlessly
         "webhook_allow_private": True,  # the test receivers listen on loopback
