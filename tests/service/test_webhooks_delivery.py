@@ -21,7 +21,6 @@ from service.store import deliveries as delivery_store
 from service.store import outbox
 from service.store import webhooks as store
 from service.store.db import transaction
-from service.webhooks.config import WebhookConfig
 from tests.service.webhook_support import (  # noqa: F401 (fixtures)
     OWNER_EMAIL,
     ServiceDb,
@@ -100,7 +99,7 @@ def _threads_cpu_seconds(native_ids: list[int]) -> float:
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads a thread's CPU time from /proc")
 def test_an_idle_worker_costs_almost_no_processor_and_still_sends_a_new_event_at_once(service_db, receiver):
     add_webhook(service_db, receiver.url("/hook"))
-    with running_worker(service_db.config(poll_interval_seconds=WebhookConfig.poll_interval_seconds)) as worker:
+    with running_worker(service_db.config()) as worker:
         time.sleep(1.0)  # nothing to send: its checks for commits have slowed to the poll interval
         # the loop's thread and the one it runs its queries on
         threads = [t.native_id for t in threading.enumerate() if t is worker._thread or t.name.startswith("webhook-db")]
