@@ -64,10 +64,14 @@ class Claimed:
     secret: str
 
 
+# The webhooks whose pending deliveries are sent (webhooks_with_due_work) and waited for (next_due).
+_SENDING_WEBHOOK = "w.enabled = 1 AND w.status = 'active' AND w.deleted_at IS NULL"
+
+
 def webhooks_with_due_work(conn: sqlite3.Connection, now: str) -> list[str]:
     rows = conn.execute(
         "SELECT w.id FROM webhooks w"
-        " WHERE w.enabled = 1 AND w.status = 'active' AND w.deleted_at IS NULL"
+        f" WHERE {_SENDING_WEBHOOK}"
         "   AND EXISTS (SELECT 1 FROM webhook_deliveries d"
         "               WHERE d.status = 'pending' AND d.webhook_id = w.id AND d.next_attempt_at <= ?"
         "                 AND (d.lease_until IS NULL OR d.lease_until < ?))",
@@ -82,7 +86,7 @@ def next_due(conn: sqlite3.Connection) -> str | None:
     row = conn.execute(
         "SELECT min(max(d.next_attempt_at, coalesce(d.lease_until, ''))) FROM webhook_deliveries d"
         " JOIN webhooks w ON w.id = d.webhook_id"
-        " WHERE d.status = 'pending' AND w.enabled = 1 AND w.status = 'active' AND w.deleted_at IS NULL"
+        f" WHERE d.status = 'pending' AND {_SENDING_WEBHOOK}"
     ).fetchone()
     return row[0]
 
