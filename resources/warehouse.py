@@ -451,8 +451,12 @@ class WarehouseSession:
         present |= {(table, column): comment for table, column, comment in self.conn.execute(
             "SELECT table_name, column_name, comment FROM duckdb_columns() "
             "WHERE schema_name = 'main' AND list_contains(?, table_name)", [tables]).fetchall()}
-        for (table, column), text in wanted.items():
-            if present.get((table, column)) != text:
+        changed = [(table, column, text) for (table, column), text in wanted.items()
+                   if present.get((table, column)) != text]
+        if not changed:
+            return
+        with transaction(self.conn):  # one commit for them all: a new table's are a hundred or more
+            for table, column, text in changed:
                 target = f"TABLE {table}" if column is None else f'COLUMN {table}."{column}"'
                 self.conn.execute(f"COMMENT ON {target} IS {sql_literal(text)}")
 
