@@ -28,7 +28,7 @@ from assets.snapshot_date import snapshot_date
 from resources.api import CommopsApiResource
 from resources.commops_api import RequestBudgetExceeded, item_path
 from resources.lake import LakeResource, StagedSnapshot
-from resources.orgs import OrgsResource
+from resources.orgs_resource import OrgsResource
 from resources.settings import load_settings
 from resources.warehouse import WarehouseResource, WarehouseSession
 

@@ -34,7 +34,7 @@ from resources.changed_rows import ChangedRows
 from resources.commops_api import ApiClient, Listing, ListSource, Page, RequestStats
 from resources.digest import content_fields
 from resources.lake import LakeResource
-from resources.orgs import OrgsResource
+from resources.orgs_resource import OrgsResource
 from resources.warehouse import WarehouseResource
 
 # Pages of the next list read ahead while a step ends and the next starts (a few megabytes of Arrow): with the

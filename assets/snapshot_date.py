@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-import dagster as dg
-
 from resources.settings import load_settings
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 
 def today() -> str:

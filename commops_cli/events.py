@@ -22,7 +22,8 @@ from commops_cli.in_process import job_runner
 from pipelines.definitions import build_resources
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from resources.webhooks import InboxResource
-from resources.orgs import DEFAULT_ORG, OrgsResource
+from resources.orgs import DEFAULT_ORG
+from resources.orgs_resource import OrgsResource
 from resources.settings import API_KEY_ENV, Settings, SettingsError, load_settings
 from resources.inbox import Inbox, InboxUnreachable
 

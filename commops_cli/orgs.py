@@ -9,18 +9,30 @@ deployed daemon, `orgs_sensor` keeps the partitions equal to the registry as wel
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from assets.partitions import ORGS
 from commops_cli.command_checks import fail, writable_data_dir
-from commops_cli.dagster_home import dagster_instance
 from resources.orgs import DEFAULT_ORG, OrgRegistry, check_org
 from resources.settings import SettingsError, load_settings
 
 DATA_DIR_HELP = "Data directory holding the registry (default: $COMMOPS_DATA_DIR or ./data; COMMOPS_ORGS_URL: Postgres)."
+
+
+@contextmanager
+def _partitions(data: Path) -> Iterator[tuple]:
+    """The Dagster instance of the data directory and the name of its organizations' partitions. Dagster is imported
+    here, once the registry has changed: `list`, and the commands refused on their input, answer without it."""
+    from assets.partitions import ORGS
+    from commops_cli.dagster_home import dagster_instance
+
+    with dagster_instance(load_settings(data_dir=data)) as instance:
+        yield instance, ORGS.name
 
 
 @click.group("orgs")
@@ -49,9 +61,9 @@ def add(name, base_url, api_key_env, organization_id, allow_unset_key, allow_ins
                                 "(the registry stores only the variable's name; --allow-unset-key if it is set "
                                 "only where runs execute)")
         OrgRegistry(data).add(org)
-        with dagster_instance(load_settings(data_dir=data)) as instance:
-            if not instance.has_dynamic_partition(ORGS.name, name):
-                instance.add_dynamic_partitions(ORGS.name, [name])
+        with _partitions(data) as (instance, partitions):
+            if not instance.has_dynamic_partition(partitions, name):
+                instance.add_dynamic_partitions(partitions, [name])
     except SettingsError as error:
         fail("orgs add", str(error))
     routed = f", events of {organization_id}" if organization_id else ""
@@ -91,10 +103,10 @@ def remove(name, data_dir) -> None:
     data = writable_data_dir("orgs remove", data_dir)
     try:
         OrgRegistry(data).remove(name)
-        with dagster_instance(load_settings(data_dir=data)) as instance:
+        with _partitions(data) as (instance, partitions):
             default_from_env = name == DEFAULT_ORG and any(o.name == DEFAULT_ORG for o in OrgRegistry(data).all())
-            if instance.has_dynamic_partition(ORGS.name, name) and not default_from_env:
-                instance.delete_dynamic_partition(ORGS.name, name)
+            if instance.has_dynamic_partition(partitions, name) and not default_from_env:
+                instance.delete_dynamic_partition(partitions, name)
     except SettingsError as error:
         fail("orgs remove", str(error))
     click.echo(f"organization {name} removed: nightly runs no longer sync it; its rows stay in the warehouse "

@@ -12,13 +12,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from assets.mart_keys import MARTS_GROUP, SWAPPED_IN
 from commops_cli import exit_codes
 from commops_cli.command_checks import fail
 from commops_cli.marts import marts_outcome
 from commops_cli.processes import peak_rss_mb
 from commops_cli.run_deadline import Deadline, DeadlineExpired, Duration, describe, run_deadline
-from commops_cli.sync_run import BlockingChecksFailed, SyncError, run_sync
+from commops_cli.sync_checks import CHECKED_OPTIONS, BlockingChecksFailed, SyncError, check_sync
 from commops_cli.sync_all import sync_all
 from resources.orgs import DEFAULT_ORG
 from resources.settings import API_KEY_ENV, SettingsError
@@ -43,6 +42,8 @@ def _python() -> str:
 
 
 def print_summary(summary, console: Console) -> None:
+    from assets.mart_keys import MARTS_GROUP, SWAPPED_IN  # Dagster: imported once a run has ended
+
     table = Table(title=f"commops sync {summary.org} {summary.snapshot_date}: done in {summary.duration_seconds:.1f}s")
     for column in ("asset", "rows", "requests", "429s", "throttled s", "duration s", "note"):
         table.add_column(column, justify="left" if column in ("asset", "note") else "right", no_wrap=column == "asset")
@@ -129,7 +130,10 @@ def run_and_report(command: str, summary_json: str | None = None, timeout: float
     deadline = Deadline()
     try:
         with run_deadline(timeout) as deadline:
-            summary = run_sync(**run_kwargs)
+            checked = check_sync(**{name: run_kwargs[name] for name in CHECKED_OPTIONS if name in run_kwargs})
+            from commops_cli.sync_run import run_sync  # Dagster and the code location: only once the checks pass
+
+            summary = run_sync(**run_kwargs, checked=checked)
     except DeadlineExpired:
         timed_out(command, where, timeout)
     except BlockingChecksFailed as error:

@@ -7,14 +7,12 @@ naming its variable.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +23,17 @@ from assets import snapshot_date as dates
 from assets.metadata import SyncStats
 from assets.sync_health import record_sync_health
 from sync.progress import ProgressReporter
-from commops_cli.command_checks import prepare_data_dir
 from resources.commops_api import RequestStats
 from resources.files import LockHeld, holding_lock
 from pipelines.definitions import build_resources
-from privacy.suppression import PrivacyKeyMissing, Suppression
+from commops_cli.sync_checks import BlockingChecksFailed, CheckedSync, SyncError, check_sync
 from commops_cli.in_process import CheckFailure, JobRun, Materialization, job_runner
 from pipelines.jobs import NIGHTLY_SYNC
 from resources.lake import LAKE_DIR
-from resources.orgs import DEFAULT_ORG, OrgRegistry, default_org
-from resources.settings import API_KEY_ENV, BASE_URL_ENV, TIMEZONE_ENV, load_settings, not_set
+from resources.orgs import DEFAULT_ORG
+from resources.settings import API_KEY_ENV
 from resources.warehouse import ANALYTICS_FILE, WAREHOUSE_FILE, WarehouseResource
-from resources.inbox import InboxUnreachable, inbox_location
+from resources.inbox import inbox_location
 
 KOL_DETAILS_OP = "warehouse__kol_details"
 
@@ -46,14 +43,6 @@ class _StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         print(self.format(record), file=sys.stderr)
-
-
-class SyncError(RuntimeError):
-    """The sync failed; the message is one line saying why."""
-
-
-class BlockingChecksFailed(SyncError):
-    """A blocking data-quality check failed: its table was not loaded, the run failed."""
 
 
 @dataclass
@@ -96,24 +85,6 @@ class SyncSummary:
         return next(a for a in self.assets if a.asset == name)
 
 
-def check_snapshot_date(requested: str | None) -> None:
-    """A snapshot is dated the day it is read: only today's date (COMMOPS_TIMEZONE) may be asked for."""
-    if requested is None:
-        return
-    today = dates.today()
-    if requested == today:
-        return
-    try:
-        datetime.strptime(requested, "%Y-%m-%d")
-    except ValueError:
-        raise SyncError(f"--date {requested}: not a date (YYYY-MM-DD)") from None
-    raise SyncError(
-        f"--date {requested}: the API serves only its current data, so a snapshot can only be dated today "
-        f"({today}, {TIMEZONE_ENV}={load_settings().timezone}); earlier days are in the lake's "
-        "snapshot_date=... folders and the *_history views"
-    )
-
-
 def run_sync(
     snapshot_date: str | None = None,
     base_url: str | None = None,
@@ -125,6 +96,7 @@ def run_sync(
     api_key_env: str = API_KEY_ENV,
     org: str = DEFAULT_ORG,
     marts: bool = True,
+    checked: CheckedSync | None = None,
 ) -> SyncSummary:
     """Run `nightly_sync` for one organization (its partition) in this process; its snapshot is dated
     today (COMMOPS_TIMEZONE).
@@ -134,22 +106,10 @@ def run_sync(
     the address). `snapshot_date`, when given, must be today's date. API keys are read from their
     environment variables by the API resource itself, so they never enter Dagster's storage. Without
     `instance`, the run is recorded in the Dagster home the UI reads (`commops ui`). Without `marts`, the
-    run leaves the dbt marts as they are (for `commops marts build` once after several organizations)."""
-    settings = load_settings(base_url=base_url, data_dir=data_dir)
-    registry = OrgRegistry(settings.data_dir, default=functools.partial(default_org, settings.base_url, api_key_env))
-    chosen = registry.find(org)
-    if chosen is None:
-        raise not_set(BASE_URL_ENV) if org == DEFAULT_ORG else registry.unknown(org)
-    chosen.api_key()  # SettingsError naming its variable, before anything runs
-    check_snapshot_date(snapshot_date)
-    try:
-        Suppression.load(settings.data_dir)  # fails closed: a suppression list without its key, or unreadable
-    except (PrivacyKeyMissing, InboxUnreachable) as error:
-        raise SyncError(str(error)) from None
-    try:
-        prepare_data_dir(settings)
-    except OSError as error:
-        raise SyncError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
+    run leaves the dbt marts as they are (for `commops marts build` once after several organizations). `checked`:
+    what `check_sync` returned for these arguments, when the caller checked them first."""
+    checked = checked or check_sync(snapshot_date, base_url, data_dir, api_key_env, org)
+    settings, registry = checked.settings, checked.registry
 
     if isinstance(progress, ProgressReporter):
         reporter, display = progress, nullcontext()

@@ -34,7 +34,8 @@ from resources.iceberg import IcebergResource
 from resources.webhooks import InboxResource
 from resources.lake import LakeResource
 from resources.marts import MartsResource
-from resources.orgs import DEFAULT_ORG, ORGS_URL_ENV, OrgsResource
+from resources.orgs import DEFAULT_ORG, ORGS_URL_ENV
+from resources.orgs_resource import OrgsResource
 from resources.settings import API_KEY_ENV, ICEBERG_CATALOG_URL_ENV, Settings, load_settings
 from resources.warehouse import WarehouseResource
 from resources.inbox import INBOX_URL_ENV

@@ -43,7 +43,8 @@ from webhooks.organizations import route_events, unknown_organization
 from pipelines.hooks import count_failure
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS, apply_webhook_events
 from resources.webhooks import InboxResource
-from resources.orgs import Org, OrgsResource
+from resources.orgs import Org
+from resources.orgs_resource import OrgsResource
 from resources.settings import load_settings
 
 BATCH_TAG = "commops/event_batch"

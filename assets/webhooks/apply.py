@@ -33,7 +33,8 @@ from resources.metadata_record import ROW_COUNT, MetadataRecord, reported_as
 from assets.partitions import ORGS, partition_org
 from webhooks.organizations import route_events
 from resources.webhooks import InboxResource
-from resources.orgs import Org, OrgsResource
+from resources.orgs import Org
+from resources.orgs_resource import OrgsResource
 from resources.warehouse import WarehouseResource
 from resources.inbox import InboxEvent
 

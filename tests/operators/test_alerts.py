@@ -18,7 +18,7 @@ from alerts.alerter import ATTEMPTS_AT_ONCE, opened_alerter
 from alerts.commands import review_after_run
 from pipelines.sensors import alerts_run_failure_sensor, alerts_sensor
 from tests.operators.nightly import nightly_of_lake_kols, status_sensor_context
-from resources.orgs import OrgsResource
+from resources.orgs_resource import OrgsResource
 from resources.webhooks import InboxResource
 from tests.operators.listeners import alert_channels
 from tests.spec_server import SpecServer

@@ -10,7 +10,7 @@ import time
 import dagster as dg
 
 from pipelines.sensors import alerts_sensor
-from resources.orgs import OrgsResource
+from resources.orgs_resource import OrgsResource
 from resources.webhooks import InboxResource
 from tests.operators.listeners import alert_channels
 from tests.pipeline.conftest import make_service  # noqa: F401 (the stack's fixture)

@@ -20,7 +20,7 @@ from assets.analytics import ANALYTICS_KEY
 from assets.webhooks import event_ids_of, run_config
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from pipelines.sensors import webhook_events_sensor
-from resources.orgs import OrgsResource
+from resources.orgs_resource import OrgsResource
 from resources.warehouse import WarehouseResource
 from resources.webhooks import InboxResource
 from alerts.alerter import opened_alerter

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.snapshot_date import today
-from commops_cli.sync_run import SyncError
+from commops_cli.sync_checks import SyncError
 from resources.lake import LakeResource
 from resources.lake_s3 import MANIFEST, STALE_AFTER, S3Lake
 from tests.pipeline.sync_support import query, sync, warehouse_state

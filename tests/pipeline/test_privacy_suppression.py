@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from commops_cli.commops import main
-from commops_cli.sync_run import SyncError, run_sync
+from commops_cli.sync_checks import SyncError
+from commops_cli.sync_run import run_sync
 from privacy.subject import Subject
 from privacy.suppression import PRIVACY_KEY_ENV, PrivacyStore
 from resources.settings import API_KEY_ENV

@@ -11,7 +11,8 @@ import pytest
 
 from sync.catalog import FETCH_ORDER
 from assets.lake import SNAPSHOT_ASSETS
-from commops_cli.sync_run import SyncError, run_sync
+from commops_cli.sync_checks import SyncError
+from commops_cli.sync_run import run_sync
 from pipelines.definitions import build_resources
 from resources.commops_api._read_ahead import ReadAhead
 from resources.settings import load_settings

@@ -15,7 +15,7 @@ import dagster as dg
 import pytest
 
 from commops_cli.in_process import QUIET_CONSOLE, job_runner
-from commops_cli.sync_run import SyncError
+from commops_cli.sync_checks import SyncError
 from pipelines.definitions import build_resources
 from pipelines.health_sensor import sync_health_failure_sensor
 from pipelines.jobs import NIGHTLY_SYNC

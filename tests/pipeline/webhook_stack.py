@@ -20,7 +20,8 @@ from pipelines.definitions import build_resources, make_definitions
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from assets.partitions import ORGS
 from pipelines.sensors import webhook_events_sensor
-from resources.orgs import DEFAULT_ORG, OrgsResource
+from resources.orgs import DEFAULT_ORG
+from resources.orgs_resource import OrgsResource
 from resources.webhooks import InboxResource
 from resources.settings import load_settings
 from tests.pipeline.sync_support import api_key_in_env, query, with_orgs
