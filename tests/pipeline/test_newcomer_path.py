@@ -145,3 +145,36 @@ def test_a_port_in_use_is_refused_in_one_line(tmp_path, command):
         line = _one_line(_commops(command, "--data-dir", str(tmp_path / "data"), *args,
                                   env_overrides={"COMMOPS_BASE_URL": "http://127.0.0.1:9/v1"}), 1)
     assert line == f"commops {command} failed: port {port} on 127.0.0.1 is in use (choose another with --port)"
+
+
+def _modules_loaded(*args: str, env_overrides: dict[str, str]) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """`commops ARGS` in a fresh interpreter, and whether it had imported Dagster and click's view of `commops`."""
+    program = ("import atexit, sys; atexit.register(lambda: print('dagster' in sys.modules)); "
+               "from commops_cli.commops import main; main(prog_name='commops')")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
+    done = subprocess.run([sys.executable, "-c", program, *args], env={**env, **env_overrides},
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    return done, done.stdout.split()
+
+
+def test_commops_help_lists_every_command_as_click_would_without_importing_them(monkeypatch):
+    import click
+    from click.testing import CliRunner
+
+    from commops_cli.commops import COMMANDS, OneLineErrors, main
+
+    done, loaded = _modules_loaded("--help", env_overrides={})
+    assert done.returncode == 0 and loaded[-1] == "False", done.stderr
+    assert all(f"\n  {name} " in done.stdout for name in COMMANDS)
+    listed = CliRunner().invoke(main, ["--help"], terminal_width=100).output
+    monkeypatch.setattr(OneLineErrors, "format_commands", click.Group.format_commands)  # click's: imports each one
+    assert listed == CliRunner().invoke(main, ["--help"], terminal_width=100).output
+
+
+def test_a_sync_refused_on_its_settings_answers_before_loading_dagster(tmp_path):
+    """The settings are checked before the pipeline (Dagster, the code location) is imported, so a refused
+    sync answers at once instead of after seconds of imports."""
+    done, loaded = _modules_loaded("sync", "--data-dir", str(tmp_path / "data"),
+                                   env_overrides={"COMMOPS_API_KEY": "anything"})
+    assert done.returncode == 1 and "COMMOPS_BASE_URL is not set" in done.stderr, done.stderr
+    assert loaded == ["False"]
