@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import dagster as dg
 
-from assets.webhooks import BATCH_LIMIT, WEBHOOK_EVENTS_KEY, ApplyResult
+from assets.webhooks import WEBHOOK_EVENTS_KEY, ApplyResult
 from commops_cli.in_process import JobRunner, job_runner
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from pipelines.sensors import next_requests
@@ -21,7 +21,6 @@ from webhooks.follower import (
     BEAT_SECONDS, FOLLOWER_TAG, Beat, Watch, fail_runs_of_gone_followers, follower_name, read_beat, write_beat,
 )
 
-POLL_SECONDS = 0.2  # how often the inbox is asked whether an event is ready
 TROUBLE_WAIT_SECONDS = 5.0  # after the inbox or the instance could not be reached
 STATEMENT_TIMEOUT_MS = 60_000  # on the instance's storage queries
 
@@ -83,7 +82,7 @@ def beating(instance: dg.DagsterInstance, name: str, say: Callable[[str], None])
 
 
 def follow(runner: JobRunner, resources: dict, stop: threading.Event, say: Callable[[str], None], *,
-           limit: int = BATCH_LIMIT, poll_seconds: float = POLL_SECONDS) -> None:
+           limit: int, poll_seconds: float) -> None:
     """Apply the inbox's events as they become ready, until `stop` is set."""
     inbox, orgs = resources["inbox"], resources["orgs"]
     # Long-lived, as the webserver: hold storage connections open rather than connect for each of a run's

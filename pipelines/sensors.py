@@ -37,9 +37,10 @@ from alerts.alerter import opened_alerter
 from alerts.status import TABLES
 from alerts.watch import review_follower, review_freshness, review_inbox, review_run
 from assets.partitions import ORGS
-from assets.webhooks import APPLY_STEP, BATCH_LIMIT, event_ids_of, run_config
+from assets.webhooks import APPLY_STEP, event_ids_of, run_config
 from webhooks.follower import Watch, fail_runs_of_gone_followers, read_beat, write_beat
 from webhooks.organizations import route_events, unknown_organization
+from webhooks.routing import BATCH_LIMIT
 from pipelines.hooks import count_failure
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS, apply_webhook_events
 from resources.webhooks import InboxResource

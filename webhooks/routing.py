@@ -20,6 +20,8 @@ from commops_spec.timestamps import UnreadableTimestamp, read_timestamp
 from resources.inbox.envelope import Envelope, InvalidEnvelope
 from resources.inbox import InboxEvent
 
+BATCH_LIMIT = 500  # events a run applies at most
+
 KOL_EVENTS = frozenset({"kol.created", "kol.updated", "kol.tier_changed", "kol.archived"})
 ENGAGEMENT_EVENTS = frozenset({"campaign.email_opened", "campaign.link_clicked"})
 # Events naming a KOL whose derived fields (opens, attendance, engagement level) the service moved

@@ -23,7 +23,7 @@ What each event asks for (never trusting the payload's order or content):
 """
 
 from assets.webhooks.apply import (
-    APPLY_STEP, BATCH_LIMIT, WEBHOOK_EVENTS_KEY, ApplyResult, event_ids_of, run_config, webhook_events,
+    APPLY_STEP, WEBHOOK_EVENTS_KEY, ApplyResult, event_ids_of, run_config, webhook_events,
 )
 from assets.webhooks.mark import APPLIED_KEY, applied
 
@@ -32,7 +32,6 @@ WEBHOOK_ASSETS = [webhook_events, applied]
 __all__ = [
     "APPLIED_KEY",
     "APPLY_STEP",
-    "BATCH_LIMIT",
     "WEBHOOK_ASSETS",
     "WEBHOOK_EVENTS_KEY",
     "ApplyResult",

@@ -25,7 +25,7 @@ from pydantic import Field
 from sync.catalog import WEBHOOK_EVENTS
 from assets.metadata import catalog_reference, column_schema
 from webhooks.refetch import Fetched, fetch_current_state
-from webhooks.routing import plan_batch
+from webhooks.routing import BATCH_LIMIT, plan_batch
 from webhooks.settle import event_rows, set_aside_rows, settle
 from webhooks.write import unrecorded_quarantine, write
 from resources.api import CommopsApiResource
@@ -40,7 +40,6 @@ from resources.inbox import InboxEvent
 
 WEBHOOK_EVENTS_KEY = dg.AssetKey(["warehouse", "webhook_events"])
 APPLY_STEP = "warehouse__webhook_events"  # the op of the apply asset (run config: ops.<step>.config)
-BATCH_LIMIT = 500  # events per run at most
 QUARANTINE_CHECK = "no_quarantined_events"
 _LISTED = 20  # quarantined events named in the check and the metadata
 

@@ -178,3 +178,10 @@ def test_a_sync_refused_on_its_settings_answers_before_loading_dagster(tmp_path)
                                    env_overrides={"COMMOPS_API_KEY": "anything"})
     assert done.returncode == 1 and "COMMOPS_BASE_URL is not set" in done.stderr, done.stderr
     assert loaded == ["False"]
+
+
+@pytest.mark.parametrize("command", [["orgs", "list"], ["events", "status"]])
+def test_the_commands_that_only_read_the_registry_or_the_inbox_answer_without_loading_dagster(tmp_path, command):
+    done, loaded = _modules_loaded(*command, "--data-dir", str(tmp_path / "data"), env_overrides={})
+    assert done.returncode == 0, done.stderr
+    assert loaded[-1] == "False"

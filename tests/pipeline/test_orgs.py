@@ -221,7 +221,7 @@ def test_an_organization_whose_key_is_revoked_mid_run_fails_alone_naming_its_key
 
 
 def test_webhook_events_land_in_their_organization_and_an_unknown_organizations_are_quarantined(two_orgs, make_receiver):
-    from commops_cli.events import run_apply
+    from commops_cli.events_apply import run_apply
 
     services, data, env = two_orgs
     assert commops("sync", "--all", "--enrich-limit", "0", "--no-marts", env=env).returncode == 0
