@@ -68,8 +68,8 @@ class OneLineErrors(click.Group):
         `commops --help` imports none of them (all of them took about 3 s)."""
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [(name, click.utils.make_default_short_help(_help_text(name), limit)) if name in COMMANDS
-                else (name, self.commands[name].get_short_help_str(limit)) for name in names]
+        listed = {name: click.Command(name, help=_help_text(name)) for name in names if name in COMMANDS}
+        rows = [(name, (listed.get(name) or self.commands[name]).get_short_help_str(limit)) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
