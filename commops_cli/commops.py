@@ -11,6 +11,7 @@ the analysts' marts, `commops docs` writes their documentation site."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import sys
@@ -61,21 +62,20 @@ class OneLineErrors(click.Group):
             sys.exit(130)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *COMMANDS])
+        return sorted(COMMANDS)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands and the first lines of their help, as click lists them, read from their modules' source:
         `commops --help` imports none of them (all of them took about 3 s)."""
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(len(name) for name in names)
-        listed = {name: click.Command(name, help=_help_text(name)) for name in names if name in COMMANDS}
-        rows = [(name, (listed.get(name) or self.commands[name]).get_short_help_str(limit)) for name in names]
+        rows = [(name, click.Command(name, help=_help_text(name)).get_short_help_str(limit)) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
-            return super().get_command(ctx, name)
+            return None
         module, attribute = COMMANDS[name].split(":")
         return getattr(importlib.import_module(module), attribute)
 
@@ -83,10 +83,15 @@ class OneLineErrors(click.Group):
 def _help_text(name: str) -> str:
     """The docstring of command `name`'s function, from its module's source."""
     module, attribute = COMMANDS[name].split(":")
-    source = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
-    function = next(node for node in ast.parse(source).body
+    function = next(node for node in _parsed(module).body
                     if isinstance(node, ast.FunctionDef) and node.name == attribute)
     return ast.get_docstring(function) or ""
+
+
+@functools.cache
+def _parsed(module: str) -> ast.Module:
+    """A module's source, parsed once (several commands share a module)."""
+    return ast.parse(Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8"))
 
 
 @click.group(cls=OneLineErrors)

@@ -5,6 +5,7 @@ A missing or invalid setting is a `SettingsError` naming its variable; anything 
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,9 +16,6 @@ from privacy.suppression import PrivacyKeyMissing, Suppression
 from resources.inbox import InboxUnreachable
 from resources.orgs import DEFAULT_ORG, OrgRegistry, default_org
 from resources.settings import API_KEY_ENV, BASE_URL_ENV, TIMEZONE_ENV, Settings, load_settings, not_set
-
-CHECKED_OPTIONS = ("snapshot_date", "base_url", "data_dir", "api_key_env", "org")  # what `check_sync` takes
-
 
 class SyncError(RuntimeError):
     """The sync failed; the message is one line saying why."""
@@ -53,6 +51,9 @@ def check_sync(snapshot_date: str | None = None, base_url: str | None = None,
     except OSError as error:
         raise SyncError(f"cannot write to the data directory {settings.data_dir}: {error.strerror or error}") from None
     return CheckedSync(settings, registry)
+
+
+CHECKED_OPTIONS = tuple(inspect.signature(check_sync).parameters)  # the sync's options `check_sync` takes
 
 
 def check_snapshot_date(requested: str | None) -> None:

@@ -455,7 +455,7 @@ class WarehouseSession:
                    if present.get((table, column)) != text]
         if not changed:
             return
-        with transaction(self.conn):  # one commit for them all: a new table's are a hundred or more
+        with transaction(self.conn):  # one commit, not one per comment: a new table has dozens
             for table, column, text in changed:
                 target = f"TABLE {table}" if column is None else f'COLUMN {table}."{column}"'
                 self.conn.execute(f"COMMENT ON {target} IS {sql_literal(text)}")

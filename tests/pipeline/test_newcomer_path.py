@@ -148,7 +148,8 @@ def test_a_port_in_use_is_refused_in_one_line(tmp_path, command):
 
 
 def _modules_loaded(*args: str, env_overrides: dict[str, str]) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """`commops ARGS` in a fresh interpreter, and whether it had imported Dagster and click's view of `commops`."""
+    """`commops ARGS` run in a fresh interpreter, and its output's words: the last says whether it had imported Dagster
+    when it exited."""
     program = ("import atexit, sys; atexit.register(lambda: print('dagster' in sys.modules)); "
                "from commops_cli.commops import main; main(prog_name='commops')")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMOPS_", "DAGSTER_HOME"))}
