@@ -3,6 +3,7 @@ server per session (tests/s3.py), and the inbox's two stores for tests that must
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,18 @@ def pytest_configure(config: pytest.Config) -> None:
     """The tests write data directories as the project's own processes do: under the owner-only umask
     every entry point sets (file_modes). A test that needs a looser one sets it in its subprocess."""
     os.umask(0o077)
+    _skip_fsync_in_started_processes()
+
+
+def _skip_fsync_in_started_processes() -> None:
+    """The processes started from here on (xdist's workers, and the servers and commands the tests start) run under
+    Debian's eatmydata where it is installed: their fsync calls return at once. No test cuts the power, the one
+    failure a skipped fsync could show, while waiting on the disk costs every run: Dagster's SQLite storage syncs
+    each event it stores, about 2,000 syncs for a small `commops sync`."""
+    library = ctypes.util.find_library("eatmydata")
+    preloaded = os.environ.get("LD_PRELOAD", "").split()
+    if library and library not in preloaded:
+        os.environ["LD_PRELOAD"] = " ".join([*preloaded, library])
 
 
 @pytest.fixture(autouse=True)
