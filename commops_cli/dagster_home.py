@@ -17,6 +17,7 @@ from pathlib import Path
 import dagster as dg
 
 from file_modes import private_dir
+from pipelines.sqlite_history import relax_history_commits
 from resources.settings import Settings
 
 INSTANCE_CONFIG = files("commops_cli").joinpath("dagster.yaml")
@@ -42,6 +43,7 @@ def install_config(home: Path) -> None:
 
 @contextmanager
 def dagster_instance(settings: Settings) -> Iterator[dg.DagsterInstance]:
+    relax_history_commits()
     instance = dg.DagsterInstance.from_config(str(prepare_home(settings)))
     try:
         yield instance

@@ -28,6 +28,7 @@ from pipelines.retention import retention_job, retention_schedule
 from pipelines.marts_sensor import build_marts_refresh_sensor
 from pipelines.schedules import build_schedules
 from pipelines.sensors import SENSORS
+from pipelines.sqlite_history import relax_history_commits
 from resources.api import CommopsApiResource
 from resources.crm import CrmSettings, NoCrmConfigured, build_crm_resource
 from resources.iceberg import IcebergResource
@@ -151,9 +152,11 @@ def defs() -> dg.Definitions:
     organization's base URL is not copied into the resources: a run reads COMMOPS_BASE_URL as it needs it.
 
     Every Dagster process that runs this code loads it (the code server, each run worker, a Kubernetes
-    run's pod), so this is where they get the umask, the data directory its modes (file_modes) and a lake
-    from before organizations its layout."""
+    run's pod), so this is where they get the umask, the data directory its modes (file_modes), a lake
+    from before organizations its layout, and the embedded instance's commits that do not wait for the disk
+    (sqlite_history)."""
     restrict_umask()
+    relax_history_commits()
     settings = load_settings()
     notice = secure_data_dir(settings.data_dir, settings.data_group)
     if notice:
