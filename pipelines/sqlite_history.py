@@ -36,7 +36,8 @@ def relax_history_commits() -> None:
 def is_dagster_history(path: Path) -> bool:
     """Whether `path` is one of the databases Dagster's SQLite storage keeps under its home."""
     parents = [parent.name for parent in path.parents][:2]
-    return (parents[:1] == ["history"] or parents == ["runs", "history"]
+    return (parents == ["runs", "history"]  # the events' index and one file per run
+            or (path.name == "runs.db" and parents[:1] == ["history"])
             or (path.name == "schedules.db" and parents[:1] == ["schedules"]))
 
 

@@ -63,7 +63,8 @@ def test_every_database_of_the_embedded_instance_commits_without_a_sync_and_othe
     assert [path for path in databases if not is_dagster_history(path)] == []
     assert {path.name: synchronous(path) for path in databases} == {path.name: NORMAL for path in databases}
 
-    for other in (tmp_path / "history.db", tmp_path / "runs" / "runs.db"):  # SQLite files outside Dagster's layout
+    outside = (tmp_path / "history.db", tmp_path / "runs" / "runs.db", tmp_path / "history" / "notes.db")
+    for other in outside:  # SQLite files outside Dagster's layout
         other.parent.mkdir(exist_ok=True)
         assert synchronous(other) == FULL, other
 
