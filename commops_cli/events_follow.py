@@ -2,7 +2,7 @@
 `apply_webhook_events` in its own process as soon as an event is ready in the inbox, batch by batch, each a run
 recorded in the Dagster instance (the UI's run history and lineage, the failure sensors' alerts and counts), with
 no sensor tick and no process start in between. While it beats, `webhook_events_sensor` stands down
-(webhooks/follower.py)."""
+(pipelines/follower_lease.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from assets.webhooks import WEBHOOK_EVENTS_KEY, ApplyResult
 from commops_cli.in_process import JobRunner, job_runner
 from pipelines.jobs import APPLY_WEBHOOK_EVENTS
 from pipelines.sensors import next_requests
-from webhooks.follower import (
+from pipelines.follower_lease import (
     BEAT_SECONDS, FOLLOWER_TAG, Beat, Watch, fail_runs_of_gone_followers, follower_name, read_beat, write_beat,
 )
 

@@ -16,7 +16,7 @@ Pending means ready: an event waiting after a failure (`retry_after`) or quarant
 `webhook_events_failure_sensor` counts a failed run of the job against its events, a crashed one
 included (pipelines/hooks.py).
 
-The sensor stands down while `commops events follow` runs (webhooks/follower.py): the follower applies
+The sensor stands down while `commops events follow` runs (pipelines/follower_lease.py): the follower applies
 events as they arrive, in its own process; when its beat stops, the sensor fails the runs it left
 unfinished and takes over.
 
@@ -38,7 +38,7 @@ from alerts.status import TABLES
 from alerts.watch import review_follower, review_freshness, review_inbox, review_run
 from assets.partitions import ORGS
 from assets.webhooks import APPLY_STEP, event_ids_of, run_config
-from webhooks.follower import Watch, fail_runs_of_gone_followers, read_beat, write_beat
+from pipelines.follower_lease import Watch, fail_runs_of_gone_followers, read_beat, write_beat
 from webhooks.organizations import route_events, unknown_organization
 from webhooks.routing import BATCH_LIMIT
 from pipelines.hooks import count_failure

@@ -29,7 +29,7 @@ from sync.records import RecordConverter
 from tests.pipeline.sync_support import query, sync
 from tests.pipeline.webhook_stack import Stack, new_kol, stack  # noqa: F401 (fixture)
 from tests.receiver.conftest import wait_until
-from webhooks.follower import FOLLOWER_TAG, Beat, read_beat, write_beat
+from pipelines.follower_lease import FOLLOWER_TAG, Beat, read_beat, write_beat
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 90  # the follower's start (the code location's import) and a run, on 2 shared cores
