@@ -35,10 +35,9 @@ def relax_history_commits() -> None:
 
 def is_dagster_history(path: Path) -> bool:
     """Whether `path` is one of the databases Dagster's SQLite storage keeps under its home."""
-    parents = [parent.name for parent in path.parents][:2]
-    return (parents == ["runs", "history"]  # the events' index and one file per run
-            or (path.name == "runs.db" and parents[:1] == ["history"])
-            or (path.name == "schedules.db" and parents[:1] == ["schedules"]))
+    folder, above = path.parent.name, path.parent.parent.name
+    return ((folder, above) == ("runs", "history")  # the events' index and one file per run
+            or (path.name, folder) in {("runs.db", "history"), ("schedules.db", "schedules")})
 
 
 def _on_connect(dbapi_connection: object, _record: object) -> None:

@@ -27,8 +27,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def _skip_fsync_in_started_processes() -> None:
     """The processes started from here on (xdist's workers, and the servers and commands the tests start) run under
     Debian's eatmydata where it is installed: their fsync calls return at once. No test cuts the power, the one
-    failure a skipped fsync could show, while waiting on the disk costs every run: Dagster's SQLite storage syncs
-    each event it stores, about 2,000 syncs for a small `commops sync`."""
+    failure a skipped fsync could show, while the many small runs would each wait on the disk for their commits
+    (the warehouse, the inbox, the local service's database)."""
     library = ctypes.util.find_library("eatmydata")
     preloaded = os.environ.get("LD_PRELOAD", "").split()
     if library and library not in preloaded:

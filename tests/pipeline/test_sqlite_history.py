@@ -38,11 +38,12 @@ def night() -> int:
     return 1
 
 
-def synchronous(path: Path) -> int:
+def pragma(path: Path, name: str) -> object:
+    """PRAGMA `name` on a connection to `path` made as Dagster makes its own (SQLAlchemy)."""
     engine = sqlalchemy.create_engine(f"sqlite:///{path}")
     try:
         with engine.connect() as conn:
-            return conn.exec_driver_sql("PRAGMA synchronous").scalar()
+            return conn.exec_driver_sql(f"PRAGMA {name}").scalar()
     finally:
         engine.dispose()
 
@@ -61,12 +62,12 @@ def test_every_database_of_the_embedded_instance_commits_without_a_sync_and_othe
     names = {str(path.relative_to(home)) for path in databases}
     assert {"history/runs.db", "history/runs/index.db", "schedules/schedules.db"} <= names, names
     assert [path for path in databases if not is_dagster_history(path)] == []
-    assert {path.name: synchronous(path) for path in databases} == {path.name: NORMAL for path in databases}
+    assert {path.name: pragma(path, "synchronous") for path in databases} == {path.name: NORMAL for path in databases}
 
     outside = (tmp_path / "history.db", tmp_path / "runs" / "runs.db", tmp_path / "history" / "notes.db")
     for other in outside:  # SQLite files outside Dagster's layout
         other.parent.mkdir(exist_ok=True)
-        assert synchronous(other) == FULL, other
+        assert pragma(other, "synchronous") == FULL, other
 
 
 def test_a_run_stored_by_a_process_killed_right_after_is_whole_in_the_history(tmp_path):
@@ -87,7 +88,4 @@ def test_a_run_stored_by_a_process_killed_right_after_is_whole_in_the_history(tm
     finally:
         instance.dispose()
     for path in home.rglob("*.db"):
-        engine = sqlalchemy.create_engine(f"sqlite:///{path}")
-        with engine.connect() as conn:
-            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok", path
-        engine.dispose()
+        assert pragma(path, "integrity_check") == "ok", path
