@@ -217,11 +217,12 @@ def kol_reconciliation(
             result = reconcile(session.conn, org_kols(org), org_contacts(org), DEFAULT_RULES, run_id=context.run.run_id,
                                source=crm.source_name, match_threshold=getattr(crm, "match_threshold", DEFAULT_THRESHOLD),
                                rejected=review.load_rejections(warehouse.data_dir), org=org, kept=kept)
-            writeback.store_plan(session.conn, DEFAULT_RULES, org_kols(org), org, context.run.run_id)
             csv_path, html_path = report.write_reports(
                 session.conn, report.reports_dir(warehouse.data_dir, org), org=org, writable=crm.writable,
                 record_base_url=crm.record_base_url if crm.writable else None,
-                review_url=CrmSettings().commops_review_url, kept=kept)
+                review_url=CrmSettings().commops_review_url, kept=kept,
+                before_page=lambda: writeback.store_plan(session.conn, DEFAULT_RULES, org_kols(org), org,
+                                                         context.run.run_id))
         preview = report.markdown_summary(session.conn, org)
     context.log.info(f"crm/kol_reconciliation: {result.counts}; report {html_path}")
     result = replace(result, report_html=html_path, report_csv=csv_path)

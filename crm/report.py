@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC
 from pathlib import Path
@@ -237,13 +238,14 @@ def _delta_bars(status: str, deltas: list[int]) -> str:
 def write_reports(
     conn: duckdb.DuckDBPyConnection, directory: Path | str, rows_per_status: int = HTML_ROWS_PER_STATUS,
     writable: bool = True, record_base_url: str | None = None, org: str = DEFAULT_ORG, review_url: str | None = None,
-    kept: str | None = None,
+    kept: str | None = None, before_page: Callable[[], object] = lambda: None,
 ) -> tuple[Path, Path]:
     """reconciliation-<run>.csv/.html, -merge.csv and -plan.csv (and latest.*) for the organization's latest run
     in `directory`; records the CSV and HTML paths on the run's reconciliation_runs row. Returns (csv, html).
     `writable`: the CRM takes write-back (Salesforce); `record_base_url`: links contact ids to Salesforce;
     `review_url`: the review page the report links to (COMMOPS_REVIEW_URL); `kept`: the organization's kept database
-    (kept_features.attached), which lets the CSV copy the last one's unchanged lines."""
+    (kept_features.attached), which lets the CSV copy the last one's unchanged lines; `before_page`: work on `conn`
+    that the page and the plan CSV read (storing the write-back plan), done while the CSV of every row is written."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     remove_abandoned(directory)  # a night killed while writing a report leaves its file beside
@@ -257,6 +259,7 @@ def write_reports(
     # written on a cursor of its own beside the rest, which is mostly Python's (the page).
     with sql.cursor(conn) as own, ThreadPoolExecutor(max_workers=1) as beside:
         every_row = beside.submit(write_csv, own, csv_path, org, kept)
+        before_page()
         write_plan_csv(conn, plan_path, org)
         merges = duplicates.write_merge_csv(conn, _result_with_masters(org), merge_path)
         counts = {status: int(run[status] or 0) for status in STATUSES}

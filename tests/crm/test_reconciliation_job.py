@@ -4,6 +4,7 @@ job run in-process, its tables published, its reports written, its write-back dr
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import subprocess
@@ -73,6 +74,11 @@ def test_every_planted_case_gets_its_status_and_the_published_copy_holds_the_res
     merge = summary.report_html.parent / "latest-merge.csv"
     merged = merge.read_text(encoding="utf-8-sig").splitlines()
     assert merged[0].startswith("MasterRecordId,DuplicateRecordId") and len(merged) - 1 == sum(len(m) - 1 for _, m, *_ in sets)
+    # the plan CSV lists the plan this run stored, change by change
+    planned = rows(data_dir / "warehouse.duckdb",
+                   f"SELECT count(*) FROM crm_writeback_plan WHERE run_id = '{summary.run_id}'")[0][0]
+    with (summary.report_html.parent / "latest-plan.csv").open(encoding="utf-8-sig", newline="") as plan:
+        assert planned > 0 and len(list(csv.reader(plan))) - 1 == planned
 
 
 def test_a_dry_run_changes_nothing_in_the_crm_and_apply_creates_and_updates_with_an_audit(sandbox, data_dir):
