@@ -256,7 +256,8 @@ def write_reports(
     merge_path = directory / f"reconciliation-{stamp}-merge.csv"
     plan_path = directory / f"reconciliation-{stamp}-plan.csv"
     # The CSV of every row (DuckDB's sort, Arrow's kernels and the file; a later night copies its unchanged lines) is
-    # written on a cursor of its own beside the rest, which is mostly Python's (the page).
+    # written on a cursor of its own beside the rest: `before_page` on `conn`, then the page, mostly Python's. It reads
+    # only the result, so the plan's storing can run beside it.
     with sql.cursor(conn) as own, ThreadPoolExecutor(max_workers=1) as beside:
         every_row = beside.submit(write_csv, own, csv_path, org, kept)
         before_page()
