@@ -1,7 +1,7 @@
 """Data-quality checks of the catalog's resources, as SQL over a snapshot or a warehouse table.
 
-The checks sit beside their assets: each asset declares `check_specs(...)` and returns the
-results of `run_*_checks(...)` in its MaterializeResult. Every check is generated from the
+The checks sit beside their assets: each asset declares `check_specs(...)` and yields the
+results of `run_*_checks(...)` after its materialization (`apart`). Every check is generated from the
 catalog entry (id prefix, required fields, enum columns, product references).
 
 Two checks of every warehouse table read the sync's own history (`table_loads`, resources/sync_health.py):
@@ -12,6 +12,8 @@ check warns (WARN): the run lands, and `commops sync` prints one line per failed
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import dagster as dg
 import duckdb
@@ -29,6 +31,17 @@ SNAPSHOT_IN_TABLE = "snapshot_rows_in_table"
 VOLUME = "row_count_within_recent_loads"
 SCHEMA_DRIFT = "no_new_fields"
 WARN = dg.AssetCheckSeverity.WARN
+
+
+def apart(asset_key: dg.AssetKey, result: dg.MaterializeResult) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    """`result`'s materialization, then each of its check results naming its asset. Dagster looks up the
+    partition's latest materialization once for a check result yielded so, and twice for one carried in the
+    MaterializeResult: a lookup per check per run saved."""
+    yield dg.MaterializeResult(asset_key=result.asset_key, metadata=result.metadata, data_version=result.data_version,
+                               tags=result.tags)
+    for check in result.check_results:
+        yield dg.AssetCheckResult(asset_key=asset_key, check_name=check.check_name, passed=check.passed,
+                                  metadata=check.metadata, severity=check.severity, description=check.description)
 
 
 def snapshot_check_specs(spec: ResourceSpec, asset_key: dg.AssetKey) -> list[dg.AssetCheckSpec]:

@@ -207,8 +207,8 @@ def build_snapshot_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
         lake: LakeResource,
         progress: dg.ResourceParam[ProgressReporter],
         warehouse: WarehouseResource,
-    ) -> dg.MaterializeResult:
-        return snapshot(context, spec, api, orgs, lake, progress, warehouse)
+    ):
+        yield from checks.apart(key, snapshot(context, spec, api, orgs, lake, progress, warehouse))
 
     return _snapshot
 

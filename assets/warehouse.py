@@ -228,8 +228,8 @@ def build_table_asset(spec: ResourceSpec) -> dg.AssetsDefinition:
             **catalog_reference(spec),
         },
     )
-    def _table(context: dg.AssetExecutionContext, lake: LakeResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
-        return load(context, spec, lake, warehouse)
+    def _table(context: dg.AssetExecutionContext, lake: LakeResource, warehouse: WarehouseResource):
+        yield from checks.apart(key, load(context, spec, lake, warehouse))
 
     return _table
 

@@ -127,7 +127,7 @@ def webhook_events(
     orgs: OrgsResource,
     inbox: InboxResource,
     warehouse: WarehouseResource,
-) -> dg.MaterializeResult:
+):
     started = time.monotonic()
     run_id = context.run.run_id
     org = partition_org(context)
@@ -186,10 +186,8 @@ def webhook_events(
         signals_published_after=fetched.signals_since or "",
         duration_seconds=time.monotonic() - started,
     )
-    return dg.MaterializeResult(
-        metadata={**result.as_metadata(), **(client.stats - before).as_metadata()},
-        check_results=[_quarantine_check(inbox_counts["quarantined"], listed)],
-    )
+    yield dg.MaterializeResult(metadata={**result.as_metadata(), **(client.stats - before).as_metadata()})
+    yield _quarantine_check(inbox_counts["quarantined"], listed)
 
 
 def _still_held(inbox: InboxResource, run_id: str, events: list[InboxEvent], rows: list[dict], engagement: list[dict],
@@ -231,6 +229,7 @@ def _quarantine_check(quarantined: int, listed: list[InboxEvent]) -> dg.AssetChe
     names = "; ".join(f"{e.id} {e.event} ({e.attempts} attempt(s)): {e.last_error}" for e in listed)
     more = f"; and {quarantined - len(listed)} more" if quarantined > len(listed) else ""
     return dg.AssetCheckResult(
+        asset_key=WEBHOOK_EVENTS_KEY,  # named, Dagster needs no lookup to resolve it
         check_name=QUARANTINE_CHECK,
         passed=quarantined == 0,
         severity=dg.AssetCheckSeverity.WARN,
